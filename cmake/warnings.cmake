@@ -1,0 +1,26 @@
+# Flags for normkit's own tests, benchmarks and examples (never imposed on
+# users of the library target).
+add_library(normkit_build_flags INTERFACE)
+target_compile_options(normkit_build_flags INTERFACE -Wall -Wextra)
+if(NORMKIT_WERROR)
+  target_compile_options(normkit_build_flags INTERFACE -Werror)
+endif()
+if(NORMKIT_NATIVE)
+  target_compile_options(normkit_build_flags INTERFACE -march=native)
+endif()
+target_link_libraries(normkit_build_flags INTERFACE normkit::normkit)
+
+# The peers, found once for tests and benchmarks.
+set(NORMKIT_HAVE_TORCH OFF)
+set(NORMKIT_HAVE_DNNL OFF)
+if(NORMKIT_PEERS)
+  find_package(Torch QUIET)
+  if(Torch_FOUND)
+    set(NORMKIT_HAVE_TORCH ON)
+  endif()
+  find_package(dnnl QUIET)
+  if(dnnl_FOUND)
+    set(NORMKIT_HAVE_DNNL ON)
+  endif()
+endif()
+message(STATUS "normkit: OpenMP ${NORMKIT_USES_OPENMP}, libtorch peer ${NORMKIT_HAVE_TORCH}, oneDNN peer ${NORMKIT_HAVE_DNNL}, native ${NORMKIT_NATIVE}")

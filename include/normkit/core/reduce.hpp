@@ -1,0 +1,83 @@
+// Row reductions shared by every kernel: sum, sum of squares, dot, and the
+// centered moments.
+//
+// Moments are never formed as E[x²] − E[x]² (PyTorch #51102, ORT #28463, burn
+// #5607 are that bug). row_moments is the corrected two-pass algorithm (Chan,
+// Golub & LeVeque 1983) over a cache-resident row:
+//   pass 1  c = x₀ + Σ(x − x₀)/n         a shifted sum: the terms are O(σ), not O(|μ|)
+//   pass 2  d = x − c,  δ = Σd/n,  σ² = Σd²/n − δ²
+// For |μ| ≫ σ, x − c is exact (Sterbenz), so a row of N(10⁶, 1) keeps the
+// accuracy of N(0, 1); δ is a rounding-sized correction, so δ² never cancels
+// anything that matters. A constant row gives d = 0 exactly, hence μ = x₀ and
+// σ² = 0 exactly.
+#pragma once
+
+#include "simd.hpp"
+
+#include <algorithm>
+
+namespace normkit::core {
+
+template <class T>
+inline compute_t<T> row_sum(const T* x, index_type n) {
+    using C = compute_t<T>;
+    return sum_batches<1, C>(n, [&](index_type i, index_type count) { return std::array<batch<C>, 1>{load(x + i, count)}; })[0];
+}
+
+template <class T>
+inline compute_t<T> row_sum_of_squares(const T* x, index_type n) {
+    using C = compute_t<T>;
+    return sum_batches<1, C>(n, [&](index_type i, index_type count) {
+        const auto v = load(x + i, count);
+        return std::array<batch<C>, 1>{v * v};
+    })[0];
+}
+
+template <class T, class U>
+inline compute_t<T> row_dot(const T* x, const U* y, index_type n) {
+    using C = compute_t<T>;
+    static_assert(std::is_same_v<C, compute_t<U>>, "row_dot: both rows must share a compute type");
+    return sum_batches<1, C>(n, [&](index_type i, index_type count) { return std::array<batch<C>, 1>{load(x + i, count) * load(y + i, count)}; })[0];
+}
+
+// Σ(x − center).
+template <class T>
+inline compute_t<T> row_centered_sum(const T* x, index_type n, compute_t<T> center) {
+    using C = compute_t<T>;
+    const batch<C> c(center);
+    return sum_batches<1, C>(n, [&](index_type i, index_type count) { return std::array<batch<C>, 1>{keep_lanes(load(x + i, count) - c, count)}; })[0];
+}
+
+// Σ(x − center) and Σ(x − center)².
+template <class T>
+inline std::array<compute_t<T>, 2> row_centered_sums(const T* x, index_type n, compute_t<T> center) {
+    using C = compute_t<T>;
+    const batch<C> c(center);
+    return sum_batches<2, C>(n, [&](index_type i, index_type count) {
+        const auto d = keep_lanes(load(x + i, count) - c, count);
+        return std::array<batch<C>, 2>{d, d * d};
+    });
+}
+
+template <class C>
+struct moments {
+    C mean;      // μ = center + shift
+    C center;    // the pass-1 estimate c; x − c is exact for |μ| ≫ σ
+    C shift;     // δ = mean(x − c)
+    C variance;  // biased (divided by n), never negative
+};
+
+// Mean and biased variance of a row (n ≥ 1), by the corrected two-pass algorithm above.
+template <class T>
+inline moments<compute_t<T>> row_moments(const T* x, index_type n) {
+    using C = compute_t<T>;
+    const C first = to_compute(x[0]);
+    const C count = static_cast<C>(n);
+    const C center = first + row_centered_sum(x, n, first) / count;
+    const auto sums = row_centered_sums(x, n, center);
+    const C shift = sums[0] / count;
+    const C variance = std::max(sums[1] / count - shift * shift, C(0));
+    return {center + shift, center, shift, variance};
+}
+
+}  // namespace normkit::core

@@ -1,0 +1,209 @@
+// The one view type: rows of contiguous elements, a row stride apart.
+//
+// Every kernel normalizes along the last, contiguous axis, so every input is
+// seen as a matrix_view: `rows` rows of `cols` elements, row i starting at
+// data + i * row_stride. view() builds it from
+//   - a RowMajor Eigen::Tensor / TensorMap of any rank (leading axes are rows),
+//   - a row-major Eigen::Matrix / Map / Ref / Block (or a column vector, n rows of 1),
+//   - a raw pointer with rows, cols and row stride (torch and numpy buffers),
+// so one implementation serves all three. vector_view is the contiguous
+// one-dimensional case (weights, biases, statistics, per-sample data); a
+// default-constructed vector_view means "absent" for optional arguments.
+#pragma once
+
+#include "error.hpp"
+#include "types.hpp"
+
+#include <Eigen/Core>
+#include <unsupported/Eigen/CXX11/Tensor>
+
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace normkit {
+
+template <class T>
+struct matrix_view {
+    using value_type = T;
+
+    T* data = nullptr;
+    index_type rows = 0;
+    index_type cols = 0;
+    index_type row_stride = 0;
+
+    T* row(index_type i) const { return data + i * row_stride; }
+    T& operator()(index_type i, index_type j) const { return data[i * row_stride + j]; }
+    index_type size() const { return rows * cols; }
+    bool empty() const { return data == nullptr; }
+    bool contiguous() const { return row_stride == cols || rows <= 1; }
+
+    operator matrix_view<const T>() const { return {data, rows, cols, row_stride}; }
+};
+
+namespace core {
+
+template <class E>
+inline constexpr bool is_eigen_dense_v = std::is_base_of_v<Eigen::DenseBase<E>, E>;
+
+template <class E>
+inline constexpr bool is_eigen_tensor_v = std::is_base_of_v<Eigen::TensorBase<E, Eigen::ReadOnlyAccessors>, E>;
+
+template <class E>
+using data_pointer_t = decltype(std::declval<E&>().data());
+
+template <class E>
+index_type tensor_size(const E& tensor) {
+    index_type size = 1;
+    for (int axis = 0; axis < E::NumIndices; ++axis) size *= static_cast<index_type>(tensor.dimension(axis));
+    return size;
+}
+
+}  // namespace core
+
+template <class T>
+struct vector_view {
+    using value_type = T;
+
+    T* data = nullptr;
+    index_type size = 0;
+
+    vector_view() = default;
+    vector_view(std::nullptr_t) {}
+    vector_view(T* data_, index_type size_) : data(data_), size(size_) {}
+
+    template <class U, class = std::enable_if_t<std::is_convertible_v<U*, T*>>>
+    vector_view(const vector_view<U>& other) : data(other.data), size(other.size) {}
+
+    template <class U, class Allocator, class = std::enable_if_t<std::is_convertible_v<U*, T*>>>
+    vector_view(std::vector<U, Allocator>& values) : data(values.data()), size(static_cast<index_type>(values.size())) {}
+
+    template <class U, class Allocator, class = std::enable_if_t<std::is_convertible_v<const U*, T*>>>
+    vector_view(const std::vector<U, Allocator>& values) : data(values.data()), size(static_cast<index_type>(values.size())) {}
+
+    // Eigen vectors (contiguous) and tensors of any rank (flattened, contiguous).
+    template <class E, class Plain = std::decay_t<E>,
+              class = std::enable_if_t<(core::is_eigen_dense_v<Plain> || core::is_eigen_tensor_v<Plain>) &&
+                                       std::is_convertible_v<core::data_pointer_t<E>, T*>>>
+    vector_view(E&& values) {
+        if constexpr (core::is_eigen_dense_v<Plain>) {
+            core::require(values.rows() == 1 || values.cols() == 1, "a vector argument must have one row or one column, got ",
+                          values.rows(), "x", values.cols());
+            auto& dense = values.derived();
+            // Distance between consecutive elements along the vector's long axis.
+            const bool column_shaped = values.cols() == 1;
+            const index_type step = column_shaped == static_cast<bool>(Plain::IsRowMajor) ? dense.outerStride() : dense.innerStride();
+            core::require(values.size() <= 1 || step == 1, "a vector argument must be contiguous, got element stride ", step);
+            size = static_cast<index_type>(values.size());
+        } else {
+            size = core::tensor_size(values);
+        }
+        data = values.data();
+    }
+
+    T& operator[](index_type i) const { return data[i]; }
+    bool empty() const { return data == nullptr; }
+    T* begin() const { return data; }
+    T* end() const { return data + size; }
+};
+
+// view(x): the matrix_view of an Eigen matrix or tensor, or of a raw buffer.
+template <class T>
+matrix_view<T> view(T* data, index_type rows, index_type cols, index_type row_stride) {
+    core::require(data != nullptr || rows * cols == 0, "view: null data pointer for a ", rows, "x", cols, " matrix");
+    core::require(rows >= 0 && cols >= 0, "view: negative shape ", rows, "x", cols);
+    core::require(row_stride >= cols || rows <= 1, "view: row_stride ", row_stride, " is smaller than cols ", cols);
+    return {data, rows, cols, row_stride};
+}
+
+template <class T>
+matrix_view<T> view(T* data, index_type rows, index_type cols) {
+    return view(data, rows, cols, cols);
+}
+
+template <class T>
+matrix_view<T> view(matrix_view<T> x) {
+    return x;
+}
+
+template <class E, class Plain = std::decay_t<E>,
+          class = std::enable_if_t<core::is_eigen_dense_v<Plain> || core::is_eigen_tensor_v<Plain>>>
+auto view(E&& x) {
+    using element = std::remove_pointer_t<core::data_pointer_t<E>>;
+    if constexpr (core::is_eigen_tensor_v<Plain>) {
+        constexpr int rank = Plain::NumIndices;
+        static_assert(rank >= 1, "normkit::view: a rank-0 tensor has no axis to normalize");
+        static_assert(rank == 1 || static_cast<int>(Plain::Layout) == static_cast<int>(Eigen::RowMajor),
+                      "normkit::view: tensors must be RowMajor (the last axis is the normalized, contiguous one)");
+        const index_type cols = static_cast<index_type>(x.dimension(rank - 1));
+        const index_type total = core::tensor_size(x);
+        return matrix_view<element>{x.data(), cols == 0 ? 0 : total / cols, cols, cols};
+    } else {
+        auto& dense = x.derived();
+        if constexpr (Plain::IsRowMajor) {
+            core::require(dense.innerStride() == 1 || dense.cols() <= 1, "view: a row-major matrix must have unit inner stride, got ",
+                          dense.innerStride());
+            return matrix_view<element>{dense.data(), static_cast<index_type>(dense.rows()), static_cast<index_type>(dense.cols()),
+                                        static_cast<index_type>(dense.outerStride())};
+        } else {
+            // Column-major storage is accepted only where it is a vector: n rows of one element.
+            if (dense.cols() == 1)
+                return matrix_view<element>{dense.data(), static_cast<index_type>(dense.rows()), 1, static_cast<index_type>(dense.innerStride())};
+            core::require(dense.rows() <= 1 && dense.outerStride() == 1, "view: matrices must be row-major, got a column-major ",
+                          dense.rows(), "x", dense.cols());
+            return matrix_view<element>{dense.data(), static_cast<index_type>(dense.rows()), static_cast<index_type>(dense.cols()),
+                                        static_cast<index_type>(dense.cols())};
+        }
+    }
+}
+
+template <class X>
+using view_t = decltype(view(std::declval<X&>()));
+
+// The storage type of anything view() accepts, without const.
+template <class X>
+using element_t = std::remove_const_t<typename view_t<X>::value_type>;
+
+// Argument types of the public kernels, named from the data they go with. As
+// aliases of the data's type they are not deduced, so an Eigen vector, a
+// tensor, a std::vector or {} (absent) converts to them implicitly.
+template <class X>
+using parameter_t = vector_view<const element_t<X>>;  // weight, bias: the data's storage type
+
+template <class X>
+using statistics_t = vector_view<core::statistic_t<element_t<X>>>;  // mean, rstd, parameter gradients
+
+template <class X>
+using const_statistics_t = vector_view<const core::statistic_t<element_t<X>>>;
+
+namespace core {
+
+inline void require_same_shape(const char* name, index_type rows, index_type cols, const char* other, index_type other_rows, index_type other_cols) {
+    require(rows == other_rows && cols == other_cols, name, " has shape ", rows, "x", cols, " but ", other, " has shape ", other_rows,
+            "x", other_cols);
+}
+
+template <class A, class B>
+void require_same_shape(const char* name, const matrix_view<A>& a, const char* other, const matrix_view<B>& b) {
+    require_same_shape(name, a.rows, a.cols, other, b.rows, b.cols);
+}
+
+// An optional per-column parameter (weight, bias) must be absent or have one entry per column.
+template <class T>
+void require_parameter(const char* name, const vector_view<T>& parameter, index_type cols) {
+    require(parameter.empty() || parameter.size == cols, name, " has length ", parameter.size, " but the normalized dimension is ", cols);
+}
+
+// An optional per-row output (mean, rstd) must be absent or have one entry per row.
+template <class T>
+void require_per_row(const char* name, const vector_view<T>& values, index_type rows) {
+    require(values.empty() || values.size == rows, name, " has length ", values.size, " but there are ", rows, " rows");
+}
+
+template <class T>
+void require_data(const char* name, const matrix_view<T>& x) {
+    require(x.data != nullptr || x.size() == 0, name, " is null (", x.rows, "x", x.cols, ")");
+}
+
+}  // namespace core
+}  // namespace normkit
