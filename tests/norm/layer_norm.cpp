@@ -197,3 +197,20 @@ TEST_CASE("layer_norm rejects bad input, naming the argument", "[layer_norm][err
     require_error_naming([&] { norm::layer_norm_backward(view(x.data(), 2, 4), view(x.data(), 3, 4), mean, rstd, {}, view(y.data(), 3, 4)); },
                          "output_gradient");
 }
+
+TEST_CASE("as_vector keeps the element type and constness of its argument", "[view]") {
+    Eigen::VectorXf values = Eigen::VectorXf::Random(9);
+    const Eigen::VectorXf& constant = values;
+    std::vector<double> doubles(4, 1.0);
+    Eigen::Tensor<float, 2, Eigen::RowMajor> tensor(3, 4);
+    static_assert(std::is_same_v<decltype(as_vector(values)), vector_view<float>>);
+    static_assert(std::is_same_v<decltype(as_vector(constant)), vector_view<const float>>);
+    static_assert(std::is_same_v<decltype(as_vector(doubles)), vector_view<double>>);
+    CHECK(as_vector(values).size == 9);
+    CHECK(as_vector(tensor).size == 12);
+    CHECK(as_vector(values.segment(2, 3)).data == values.data() + 2);
+    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> matrix(4, 5);
+    require_error_naming([&] { as_vector(matrix.col(1)); }, "contiguous");
+    require_error_naming([&] { as_vector(matrix); }, "one row or one column");
+    CHECK(as_vector(matrix.row(2)).data == matrix.data() + 10);
+}

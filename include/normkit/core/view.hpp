@@ -157,6 +157,18 @@ auto view(E&& x) {
     }
 }
 
+// as_vector(x): the vector_view of an Eigen vector, a tensor (flattened), a
+// std::vector or a vector_view, with the element type (and constness) of x.
+template <class T>
+vector_view<T> as_vector(vector_view<T> x) {
+    return x;
+}
+
+template <class X, class = std::enable_if_t<!std::is_pointer_v<std::decay_t<X>>>>
+auto as_vector(X&& x) {
+    return vector_view<std::remove_pointer_t<decltype(x.data())>>(std::forward<X>(x));
+}
+
 template <class X>
 using view_t = decltype(view(std::declval<X&>()));
 
