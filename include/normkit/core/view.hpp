@@ -43,8 +43,17 @@ struct matrix_view {
 
 namespace core {
 
+template <class E, class = void>
+struct is_eigen_dense : std::false_type {};
+
+// Any Eigen dense object: a Matrix, Map, Ref, Block or VectorBlock (whose
+// DenseBase is that of the Block it derives from, hence derived()).
 template <class E>
-inline constexpr bool is_eigen_dense_v = std::is_base_of_v<Eigen::DenseBase<E>, E>;
+struct is_eigen_dense<E, std::void_t<decltype(std::declval<E&>().derived())>>
+    : std::is_base_of<Eigen::DenseBase<std::decay_t<decltype(std::declval<E&>().derived())>>, E> {};
+
+template <class E>
+inline constexpr bool is_eigen_dense_v = is_eigen_dense<E>::value;
 
 template <class E>
 inline constexpr bool is_eigen_tensor_v = std::is_base_of_v<Eigen::TensorBase<E, Eigen::ReadOnlyAccessors>, E>;
