@@ -1,0 +1,160 @@
+// The core layer: views, storage conversion, row reductions, the fixed-partition reduction.
+#include "support.hpp"
+
+#include <normkit/core/parallel.hpp>
+#include <normkit/core/reduce.hpp>
+
+#include <atomic>
+#include <numeric>
+
+using namespace normkit;
+using namespace normkit::testing;
+
+namespace {
+
+long double exact_sum(const std::vector<double>& values) {
+    long double sum = 0;
+    for (double value : values) sum += value;
+    return sum;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("row reductions match long-double sums over every tail", "[core][reduce]", float, double, Eigen::bfloat16, Eigen::half) {
+    std::uint32_t seed = 7;
+    for (index_type n : tail_dims) {
+        test_matrix<TestType> x(1, n, random_values(n, seed++, 0.5, 1.0)), y(1, n, random_values(n, seed++));
+        const auto xs = x.values(), ys = y.values();
+        std::vector<double> squares(n), products(n);
+        for (index_type i = 0; i < n; ++i) {
+            squares[i] = xs[i] * xs[i];
+            products[i] = xs[i] * ys[i];
+        }
+        const double scale = static_cast<double>(n) * (std::is_same_v<TestType, double> ? 1e-15 : 1e-6);
+        CHECK(std::abs(core::row_sum(x.view.data, n) - static_cast<double>(exact_sum(xs))) < scale * 4);
+        CHECK(std::abs(core::row_sum_of_squares(x.view.data, n) - static_cast<double>(exact_sum(squares))) < scale * 8);
+        CHECK(std::abs(core::row_dot(x.view.data, y.view.data, n) - static_cast<double>(exact_sum(products))) < scale * 8);
+    }
+}
+
+TEMPLATE_TEST_CASE("row_moments is as accurate at a mean of 1e6 as at 0", "[core][reduce]", float, double) {
+    for (index_type n : {index_type(16), index_type(1000), index_type(4097)}) {
+        double worst_relative_variance_error[2] = {0, 0};
+        for (int which = 0; which < 2; ++which) {
+            const double offset = which == 0 ? 0.0 : 1e6;
+            for (std::uint32_t seed = 1; seed <= 5; ++seed) {
+                const auto values = stored<TestType>(random_values(n, seed, offset, 1.0));
+                const auto row = to_storage<TestType>(values);
+                const long double mean = exact_sum(values) / n;
+                long double m2 = 0;
+                for (double value : values) m2 += (value - mean) * (value - mean);
+                const double variance = static_cast<double>(m2 / n);
+                const auto m = core::row_moments(row.data(), n);
+                CHECK(std::abs(m.mean - static_cast<double>(mean)) <= std::abs(static_cast<double>(mean)) * 1e-6 + 1e-5);
+                worst_relative_variance_error[which] =
+                    std::max(worst_relative_variance_error[which], std::abs(m.variance - variance) / variance);
+            }
+        }
+        INFO("n " << n << " relative variance error at 0: " << worst_relative_variance_error[0] << ", at 1e6: "
+                  << worst_relative_variance_error[1]);
+        const double bound = std::is_same_v<TestType, double> ? 1e-13 : 1e-5;
+        CHECK(worst_relative_variance_error[0] < bound);
+        CHECK(worst_relative_variance_error[1] < bound);
+    }
+}
+
+TEST_CASE("row_moments of a constant row is exact", "[core][reduce]") {
+    for (float constant : {0.1f, -3.3f, 1e6f, 7e-20f}) {
+        for (index_type n : {index_type(1), index_type(5), index_type(100)}) {
+            const std::vector<float> row(n, constant);
+            const auto m = core::row_moments(row.data(), n);
+            CHECK(m.mean == constant);
+            CHECK(m.variance == 0.0f);
+        }
+    }
+}
+
+TEST_CASE("bf16 and fp16 conversion round to nearest even and keep NaN", "[core][types]") {
+    std::mt19937 generator(3);
+    std::uniform_int_distribution<std::uint32_t> bits;
+    for (int trial = 0; trial < 100000; ++trial) {
+        const std::uint32_t word = bits(generator);
+        float value;
+        std::memcpy(&value, &word, sizeof value);
+        const Eigen::bfloat16 ours = core::from_compute<Eigen::bfloat16>(value);
+        const Eigen::bfloat16 eigens = static_cast<Eigen::bfloat16>(value);
+        if (std::isnan(value)) {
+            CHECK(std::isnan(core::to_compute(ours)));
+        } else {
+            CHECK(Eigen::numext::bit_cast<std::uint16_t>(ours) == Eigen::numext::bit_cast<std::uint16_t>(eigens));
+        }
+    }
+    // SIMD store/load agree with the scalar conversions, tails included.
+    std::vector<float> values(37);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = 1.0f + 0.00390625f * static_cast<float>(i) / 3.0f;
+    std::vector<Eigen::bfloat16> packed(values.size());
+    core::for_each_batch<float>(37, [&](index_type i, index_type count) { core::store(packed.data() + i, core::load(values.data() + i, count), count); });
+    for (std::size_t i = 0; i < values.size(); ++i) CHECK(Eigen::numext::bit_cast<std::uint16_t>(packed[i]) ==
+                                                            Eigen::numext::bit_cast<std::uint16_t>(static_cast<Eigen::bfloat16>(values[i])));
+    std::vector<Eigen::half> halves(values.size());
+    core::for_each_batch<float>(37, [&](index_type i, index_type count) { core::store(halves.data() + i, core::load(values.data() + i, count), count); });
+    for (std::size_t i = 0; i < values.size(); ++i) CHECK(static_cast<float>(halves[i]) == static_cast<float>(static_cast<Eigen::half>(values[i])));
+}
+
+TEST_CASE("parallel_for covers every index once; reduce_rows is independent of the thread count", "[core][parallel]") {
+    for (index_type count : {index_type(0), index_type(1), index_type(7), index_type(1000)}) {
+        for (int threads : {1, 2, 3, 8}) {
+            std::vector<std::atomic<int>> visits(static_cast<std::size_t>(count));
+            core::parallel_for(count, threads, [&](index_type begin, index_type end) {
+                for (index_type i = begin; i < end; ++i) visits[i]++;
+            });
+            for (auto& visit : visits) CHECK(visit.load() == 1);
+        }
+    }
+    const index_type rows = 5000, width = 7;
+    const auto values = random_values(rows * width, 9);
+    std::vector<std::vector<float>> totals;
+    for (int threads : {1, 2, 3}) {
+        const float* sums = core::reduce_rows<float>(rows, width, threads, [&](index_type begin, index_type end, float* partial) {
+            for (index_type row = begin; row < end; ++row)
+                for (index_type j = 0; j < width; ++j) partial[j] += static_cast<float>(values[row * width + j]);
+        });
+        totals.emplace_back(sums, sums + width);
+    }
+    CHECK(totals[0] == totals[1]);
+    CHECK(totals[0] == totals[2]);
+    for (index_type j = 0; j < width; ++j) {
+        long double exact = 0;
+        for (index_type row = 0; row < rows; ++row) exact += values[row * width + j];
+        CHECK(totals[0][j] == Approx(static_cast<double>(exact)).margin(1e-3));
+    }
+}
+
+TEST_CASE("view reads Eigen tensors, row-major matrices, blocks and raw buffers", "[core][view]") {
+    Eigen::Tensor<double, 4, Eigen::RowMajor> tensor(2, 3, 4, 5);
+    auto v = view(tensor);
+    CHECK(v.rows == 24);
+    CHECK(v.cols == 5);
+    CHECK(v.row_stride == 5);
+    const auto& constant = tensor;
+    static_assert(std::is_same_v<decltype(view(constant)), matrix_view<const double>>);
+
+    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> matrix(6, 10);
+    auto block = view(matrix.block(1, 2, 3, 4));
+    CHECK(block.data == &matrix(1, 2));
+    CHECK(block.rows == 3);
+    CHECK(block.cols == 4);
+    CHECK(block.row_stride == 10);
+
+    Eigen::VectorXf column(9);
+    auto as_rows = view(column);
+    CHECK(as_rows.rows == 9);
+    CHECK(as_rows.cols == 1);
+
+    Eigen::MatrixXf column_major(3, 4);
+    require_error_naming([&] { view(column_major); }, "row-major");
+    std::vector<float> raw(30);
+    require_error_naming([&] { view(raw.data(), 3, 10, 5); }, "row_stride");
+    auto strided = view(raw.data(), 3, 8, 10);
+    CHECK(&strided(2, 1) == raw.data() + 21);
+}
