@@ -1,0 +1,460 @@
+// group_normalize: the group-relative advantage of GRPO (Shao et al. 2024,
+// "DeepSeekMath") and its relatives, with every framework convention an option.
+//
+//   A_i = clip( (r_i − c_i) / D(v_g) ),  then optionally whitened over the batch:
+//   A_i ← (A_i − μ_W) / D_W(v_W)          (μ_W, v_W over valid samples, each weighted 1 or by its token count)
+//
+// center c_i                                   scale v (a variance; D turns it into the divisor)
+//   group_mean      μ_g                          group_std      Σ_g(r − μ_g)²/(n_g − ddof)
+//   batch_mean      μ_B over all valid samples   batch_std      Σ_B(r − μ_B)²/(n_B − ddof)  (TRL "batch", Lite PPO)
+//   leave_one_out   (Σ_g r − r_i)/(n_g − 1)      window_spread  Σ_g(r − Q_g)²/(n_g − ddof)  (GAPO)
+//   length_weighted Σ_g|o|r / Σ_g|o|  (OPO)      none           no division
+//   window_median   Q_g: median of the shortest window of the sorted group rewards covering
+//   window_mean          ⌈n·τ⌉ of them (GAPO; first minimum wins; window_mean: its mean)
+//   baseline        b_i given by the caller (ReMax's greedy reward, SPO's tracker value)
+//   none            0
+// eps placement D(v):  add_to_std √v + ε (verl 1e-6, TRL 1e-4, OpenRLHF 1e-9) · inside_sqrt √(v + ε)
+//   (verl masked_whiten 1e-8) · clamp_variance √max(v, ε) (OpenRLHF whitening 1e-8, old verl
+//   grpo_vectorized 1e-6) · std_floor_skip: √v if √v ≥ ε, else 1, i.e. no scaling (NeMo-RL's fix).
+//
+// Conventions (defaults are verl's current GRPO: ddof 1, σ + 1e-6, groups of one keep the raw value):
+// - Statistics in double, centred: two passes over each group (mean, then Σ(r − μ)² with the
+//   rounding correction of Chan, Golub & LeVeque 1983), so a constant group has v = 0 exactly
+//   and gives A = 0 exactly (sixteen rewards of 0.95 give 0, not NeMo-RL's fp32 residue ×2000),
+//   rewards offset by 10⁶ keep full accuracy, and [1.0, 1.00001] gives ±0.707 (±0.62 with ε =
+//   1e-6 added to σ), not old verl's ±0.005 from its variance floor.
+// - Leave-one-out uses r_i − c_i = (r_i − μ_g)·n/(n − 1), the centred form of verl's G/(G−1) rule.
+// - Valid samples: valid[i] ≠ 0 (absent mask: all), reward not NaN, and, when lengths or a token
+//   mask are given and exclude_empty_responses is set, at least one token (verl PR #6452: rejected
+//   rows must leave the statistics). Invalid samples leave every statistic and get A = 0.
+// - nan_policy::exclude is TRL's rule (NaN rewards are unscorable: excluded, A = 0);
+//   nan_policy::error throws. Infinite rewards are always bad input.
+// - A group of one (one valid sample) matters only when the center or the scale is per group:
+//     keep_raw  μ_g = 0 and v_g = 1 as verl does, so A = r/D(1) (r/(1 + 1e-6) in verl GRPO; r in RLOO)
+//     zero      A = 0 (TRL, whose nanstd is NaN for one sample, then nan_to_num; verl rloo_vectorized)
+//     error     normkit::error naming the group (pass@k, OpenRLHF's assert)
+// - Degenerate: an empty batch does nothing; a group with no valid sample gives 0; a zero-variance
+//   group gives 0 under add_to_std / inside_sqrt / clamp_variance and r − c under std_floor_skip;
+//   a variance with n − ddof ≤ 0 is 0; whitening with no valid weight leaves A = 0, and a single
+//   valid sample whitens to 0.
+// - OPO: a group whose lengths sum to 0 falls back to the unweighted mean.
+// - GAPO's window size is computed literally as ⌈n·(100τ)/100⌉ (its code's arithmetic, including
+//   the rounding of 100τ), clamped to [1, n].
+// - clip (OpenRLHF's reward clip_range) is applied to the group-normalized value, before whitening:
+//   OpenRLHF clips the baselined scalar and whitens afterwards.
+// - Token-weighted whitening weighs each sample by its token count, which equals verl's
+//   masked_whiten (or OpenRLHF's) over a per-token advantage that is the sample's value on each of
+//   its tokens; verl's masked_mean adds 1e-8 to the token count, a relative 1e-8/N_tokens effect
+//   that is not reproduced.
+// - batch statistics may be supplied (inputs.batch_statistics, e.g. merged across processes with
+//   advantage::merge); they then replace the local batch moments for batch_mean / batch_std.
+// - threads split the groups; every group is computed the same way by any thread, so the result
+//   does not depend on the thread count. Whitening and batch moments are serial.
+// - output may alias nothing but itself; it has one entry per reward (float or double).
+#pragma once
+
+#include "groups.hpp"
+#include "moments.hpp"
+
+#include "../core/parallel.hpp"
+#include "../core/simd.hpp"
+#include "../core/view.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <vector>
+
+namespace normkit::advantage {
+
+enum class center_mode { group_mean, batch_mean, leave_one_out, length_weighted, window_median, window_mean, baseline, none };
+enum class scale_mode { group_std, batch_std, window_spread, none };
+enum class eps_mode { add_to_std, inside_sqrt, clamp_variance, std_floor_skip };
+enum class singleton_policy { keep_raw, zero, error };
+enum class nan_policy { exclude, error };
+enum class whiten_mode { none, sample_weighted, token_weighted };
+
+struct whiten_options {
+    whiten_mode mode = whiten_mode::none;
+    int ddof = 1;                                // verl masked_whiten: unbiased
+    double eps = 1e-8;
+    eps_mode placement = eps_mode::inside_sqrt;  // verl masked_whiten: rsqrt(var + 1e-8)
+};
+
+struct group_normalize_options {
+    center_mode center = center_mode::group_mean;
+    scale_mode scale = scale_mode::group_std;
+    int ddof = 1;                                     // torch.std is unbiased
+    double eps = 1e-6;                                // > 0 whenever something is scaled
+    eps_mode placement = eps_mode::add_to_std;
+    singleton_policy singleton = singleton_policy::keep_raw;
+    nan_policy nan = nan_policy::exclude;
+    double window_fraction = 0.5;                     // GAPO's find_target_fraction τ ∈ (0, 1]
+    whiten_options whiten;
+    double clip_min = -std::numeric_limits<double>::infinity();
+    double clip_max = std::numeric_limits<double>::infinity();
+    bool exclude_empty_responses = true;              // rows with no token leave the statistics
+    int threads = 1;
+};
+
+// Everything known about the batch. Only rewards and groups are required.
+template <class T>
+struct reward_inputs {
+    vector_view<const T> rewards;                  // n scores (float or double)
+    groups grouping;                               // contiguous_groups(G) or group_ids(ids)
+    vector_view<const std::uint8_t> valid;         // optional: nonzero = the sample counts
+    vector_view<const std::int64_t> lengths;       // optional: response lengths |o_i|
+    matrix_view<const std::uint8_t> token_mask;    // optional [n × T]: lengths are its row sums
+    vector_view<const T> baseline;                 // center_mode::baseline: b_i
+    std::optional<moments> batch_statistics;       // optional: batch moments of the rewards (merged)
+};
+
+namespace detail {
+
+// The divisor D(v) of the header comment; 1 means "do not scale".
+inline double divisor(double variance, double eps, eps_mode placement) {
+    switch (placement) {
+        case eps_mode::add_to_std: return std::sqrt(variance) + eps;
+        case eps_mode::inside_sqrt: return std::sqrt(variance + eps);
+        case eps_mode::clamp_variance: return std::sqrt(std::max(variance, eps));
+        case eps_mode::std_floor_skip: {
+            const double deviation = std::sqrt(variance);
+            return deviation >= eps ? deviation : 1.0;
+        }
+    }
+    return 1.0;
+}
+
+inline void require_eps(const char* name, double eps, eps_mode placement) {
+    core::require(std::isfinite(eps) && (eps > 0 || (eps == 0 && placement == eps_mode::std_floor_skip)), name,
+                  " must be positive and finite, got ", eps);
+}
+
+inline void require_ddof(const char* name, int ddof) { core::require(ddof == 0 || ddof == 1, name, " must be 0 or 1, got ", ddof); }
+
+// Token counts per sample from lengths or a token mask (empty when neither is given).
+template <class T>
+std::vector<double> token_counts(const reward_inputs<T>& in, index_type n) {
+    std::vector<double> counts;
+    if (!in.lengths.empty()) {
+        core::require(in.lengths.size == n, "lengths has length ", in.lengths.size, " but rewards has length ", n);
+        if (!in.token_mask.empty())
+            core::require(in.token_mask.rows == n, "token_mask has ", in.token_mask.rows, " rows but rewards has length ", n);
+        counts.resize(static_cast<std::size_t>(n));
+        for (index_type i = 0; i < n; ++i) {
+            core::require(in.lengths[i] >= 0, "lengths[", i, "] is negative (", in.lengths[i], ")");
+            core::require(in.token_mask.empty() || in.lengths[i] <= in.token_mask.cols, "lengths[", i, "] = ", in.lengths[i],
+                          " exceeds the padded width T = ", in.token_mask.cols, " of token_mask");
+            counts[i] = static_cast<double>(in.lengths[i]);
+        }
+    } else if (!in.token_mask.empty()) {
+        core::require(in.token_mask.rows == n, "token_mask has ", in.token_mask.rows, " rows but rewards has length ", n);
+        counts.resize(static_cast<std::size_t>(n));
+        for (index_type i = 0; i < n; ++i) {
+            index_type count = 0;
+            const std::uint8_t* row = in.token_mask.row(i);
+            for (index_type t = 0; t < in.token_mask.cols; ++t) count += row[t] != 0;
+            counts[i] = static_cast<double>(count);
+        }
+    }
+    return counts;
+}
+
+// The shortest window of `sorted` covering ⌈n·(100τ)/100⌉ values (first minimum), its median or mean.
+inline double window_center(const std::vector<double>& sorted, double fraction, bool median) {
+    const index_type n = static_cast<index_type>(sorted.size());
+    const double percent = 100.0 * fraction;
+    index_type covered = static_cast<index_type>(std::ceil(static_cast<double>(n) * percent / 100.0));
+    covered = std::clamp<index_type>(covered, 1, n);
+    index_type best = 0;
+    double best_width = std::numeric_limits<double>::infinity();
+    for (index_type start = 0; start + covered <= n; ++start) {
+        const double width = sorted[start + covered - 1] - sorted[start];
+        if (width < best_width) {
+            best_width = width;
+            best = start;
+        }
+    }
+    if (median) {
+        const index_type middle = best + covered / 2;
+        return covered % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2.0;
+    }
+    double sum = 0;
+    for (index_type k = best; k < best + covered; ++k) sum += sorted[k];
+    return sum / static_cast<double>(covered);
+}
+
+// Centred moments of a contiguous run of n values, with double accumulators in SIMD batches.
+template <class T>
+moments contiguous_moments(const T* x, index_type n) {
+    using B = core::batch<double>;
+    constexpr index_type W = core::width<double>;
+    const index_type full = n - n % W;
+    B accumulator(0.0);
+    for (index_type j = 0; j < full; j += W) accumulator += B::load_unaligned(x + j);
+    double sum = core::horizontal_sum(accumulator);
+    for (index_type j = full; j < n; ++j) sum += static_cast<double>(x[j]);
+    moments result;
+    result.count = static_cast<double>(n);
+    result.mean = sum / result.count;
+    const B mean(result.mean);
+    B centred(0.0), squares(0.0);
+    for (index_type j = 0; j < full; j += W) {
+        const B deviation = B::load_unaligned(x + j) - mean;
+        centred += deviation;
+        squares += deviation * deviation;
+    }
+    double centred_sum = core::horizontal_sum(centred), square_sum = core::horizontal_sum(squares);
+    for (index_type j = full; j < n; ++j) {
+        const double deviation = static_cast<double>(x[j]) - result.mean;
+        centred_sum += deviation;
+        square_sum += deviation * deviation;
+    }
+    result.mean += centred_sum / result.count;
+    result.m2 = std::max(square_sum - centred_sum * centred_sum / result.count, 0.0);
+    return result;
+}
+
+inline bool per_group_center(center_mode center) {
+    return center == center_mode::group_mean || center == center_mode::leave_one_out || center == center_mode::length_weighted ||
+           center == center_mode::window_median || center == center_mode::window_mean;
+}
+
+inline bool per_group_scale(scale_mode scale) { return scale == scale_mode::group_std || scale == scale_mode::window_spread; }
+
+template <class T, class O>
+void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group_normalize_options& options) {
+    const index_type n = in.rewards.size;
+    core::require(in.rewards.data != nullptr || n == 0, "rewards is null");
+    core::require(out.size == n, "output has length ", out.size, " but rewards has length ", n);
+    core::require(out.data != nullptr || n == 0, "output is null");
+    core::require(in.valid.empty() || in.valid.size == n, "valid has length ", in.valid.size, " but rewards has length ", n);
+    require_ddof("ddof", options.ddof);
+    if (options.scale != scale_mode::none) require_eps("eps", options.eps, options.placement);
+    if (options.whiten.mode != whiten_mode::none) {
+        require_ddof("whiten.ddof", options.whiten.ddof);
+        require_eps("whiten.eps", options.whiten.eps, options.whiten.placement);
+    }
+    core::require(!(options.clip_min > options.clip_max), "clip range [", options.clip_min, ", ", options.clip_max, "] is empty");
+    core::require(options.window_fraction > 0 && options.window_fraction <= 1, "window_fraction must lie in (0, 1], got ",
+                  options.window_fraction);
+    if (options.center == center_mode::baseline)
+        core::require(in.baseline.size == n && (in.baseline.data != nullptr || n == 0), "baseline has length ", in.baseline.size,
+                      " but rewards has length ", n, " (center_mode::baseline needs one baseline per sample)");
+    const auto layout = resolve(in.grouping, n);
+    const std::vector<double> tokens = token_counts(in, n);
+    core::require(options.center != center_mode::length_weighted || !tokens.empty(),
+                  "center_mode::length_weighted needs lengths or a token_mask");
+    core::require(options.whiten.mode != whiten_mode::token_weighted || !tokens.empty(),
+                  "whiten_mode::token_weighted needs lengths or a token_mask");
+    if (n == 0) return;
+
+    const bool drop_empty = options.exclude_empty_responses && !tokens.empty();
+    std::atomic<index_type> bad_reward{-1}, lonely_group{-1};
+    const auto note = [](std::atomic<index_type>& slot, index_type value) {
+        index_type expected = -1;
+        slot.compare_exchange_strong(expected, value);
+    };
+    // Valid and finite; NaN (under nan_policy::error) and ±inf are noted and reported after the parallel part.
+    const auto is_valid = [&](index_type i) {
+        if (!in.valid.empty() && !in.valid[i]) return false;
+        if (drop_empty && tokens[i] <= 0) return false;
+        const double value = static_cast<double>(in.rewards[i]);
+        if (std::isnan(value)) {
+            if (options.nan == nan_policy::error) note(bad_reward, i);
+            return false;
+        }
+        if (std::isinf(value)) {
+            note(bad_reward, i);
+            return false;
+        }
+        return true;
+    };
+
+    moments batch;
+    if (options.center == center_mode::batch_mean || options.scale == scale_mode::batch_std) {
+        if (in.batch_statistics) {
+            batch = *in.batch_statistics;
+        } else {
+            batch = two_pass_moments([&](auto&& sink) {
+                for (index_type i = 0; i < n; ++i)
+                    if (is_valid(i)) sink(static_cast<double>(in.rewards[i]), 1.0);
+            });
+        }
+    }
+    const bool scaled = options.scale != scale_mode::none;
+    const double low = options.clip_min, high = options.clip_max;
+    const auto finish = [&](double value) { return static_cast<O>(std::min(std::max(value, low), high)); };
+
+    // The common case (GRPO / Dr. GRPO on contiguous groups, nothing masked): one SIMD sweep per group.
+    const bool fast = layout.size >= 2 && in.valid.empty() && tokens.empty() && options.center == center_mode::group_mean &&
+                      (options.scale == scale_mode::group_std || options.scale == scale_mode::none);
+
+    const auto general_group = [&](index_type g, std::vector<double>& scratch) {
+        index_type count = 0;
+        double sum = 0;
+        layout.for_members(g, [&](index_type i) {
+            if (is_valid(i)) {
+                ++count;
+                sum += static_cast<double>(in.rewards[i]);
+            }
+        });
+        if (count == 0) {
+            layout.for_members(g, [&](index_type i) { out[i] = O(0); });
+            return;
+        }
+        const bool group_based = per_group_center(options.center) || (scaled && per_group_scale(options.scale));
+        if (count == 1 && group_based && options.singleton != singleton_policy::keep_raw) {
+            if (options.singleton == singleton_policy::error) note(lonely_group, g);
+            layout.for_members(g, [&](index_type i) { out[i] = O(0); });
+            return;
+        }
+        const bool lonely = count == 1 && group_based;  // keep_raw: μ_g = 0, v_g = 1
+        const auto stats = two_pass_moments([&](auto&& sink) {
+            layout.for_members(g, [&](index_type i) {
+                if (is_valid(i)) sink(static_cast<double>(in.rewards[i]), 1.0);
+            });
+        });
+        double center = 0;
+        if (options.center == center_mode::window_median || options.center == center_mode::window_mean ||
+            options.scale == scale_mode::window_spread) {
+            scratch.clear();
+            layout.for_members(g, [&](index_type i) {
+                if (is_valid(i)) scratch.push_back(static_cast<double>(in.rewards[i]));
+            });
+            std::sort(scratch.begin(), scratch.end());
+        }
+        const double window =
+            scratch.empty() || lonely ? 0.0 : window_center(scratch, options.window_fraction, options.center != center_mode::window_mean);
+        switch (options.center) {
+            case center_mode::group_mean: center = lonely ? 0.0 : stats.mean; break;
+            case center_mode::batch_mean: center = batch.mean; break;
+            case center_mode::window_median:
+            case center_mode::window_mean: center = window; break;
+            case center_mode::length_weighted: {
+                if (lonely) break;
+                double weighted = 0, total = 0;
+                layout.for_members(g, [&](index_type i) {
+                    if (is_valid(i)) {
+                        weighted += tokens[i] * static_cast<double>(in.rewards[i]);
+                        total += tokens[i];
+                    }
+                });
+                center = total > 0 ? weighted / total : stats.mean;
+                break;
+            }
+            default: break;  // leave_one_out, baseline and none are per sample
+        }
+        double denominator = 1.0;
+        if (scaled) {
+            double variance = 1.0;
+            if (options.scale == scale_mode::batch_std) {
+                variance = batch.variance(options.ddof);
+            } else if (!lonely) {
+                if (options.scale == scale_mode::group_std) {
+                    variance = stats.variance(options.ddof);
+                } else {  // window_spread: the RMS deviation about the window's center (GAPO's Q)
+                    double squares = 0;
+                    for (double value : scratch) squares += (value - window) * (value - window);
+                    const double dof = static_cast<double>(count - options.ddof);
+                    variance = dof > 0 ? squares / dof : 0.0;
+                }
+            }
+            denominator = divisor(variance, options.eps, options.placement);
+        }
+        const double stretch = lonely ? 1.0 : static_cast<double>(count) / static_cast<double>(count - 1);
+        layout.for_members(g, [&](index_type i) {
+            if (!is_valid(i)) {
+                out[i] = O(0);
+                return;
+            }
+            const double reward = static_cast<double>(in.rewards[i]);
+            double deviation;
+            switch (options.center) {
+                case center_mode::leave_one_out: deviation = lonely ? reward : (reward - stats.mean) * stretch; break;
+                case center_mode::baseline: deviation = reward - static_cast<double>(in.baseline[i]); break;
+                case center_mode::none: deviation = reward; break;
+                default: deviation = reward - center; break;
+            }
+            out[i] = finish(scaled ? deviation / denominator : deviation);
+        });
+    };
+
+    const auto fast_group = [&](index_type g, std::vector<double>& scratch) {
+        const index_type size = layout.size;
+        const T* x = in.rewards.data + g * size;
+        const auto stats = contiguous_moments(x, size);
+        if (!std::isfinite(stats.mean) || !std::isfinite(stats.m2)) return general_group(g, scratch);  // NaN or ±inf inside
+        const double denominator = scaled ? divisor(stats.variance(options.ddof), options.eps, options.placement) : 1.0;
+        using B = core::batch<double>;
+        constexpr index_type W = core::width<double>;
+        const index_type full = size - size % W;
+        O* y = out.data + g * size;
+        const B mean(stats.mean), divide(denominator), lowest(low), highest(high);
+        for (index_type j = 0; j < full; j += W) {
+            const B value = xsimd::min(xsimd::max((B::load_unaligned(x + j) - mean) / divide, lowest), highest);
+            value.store_unaligned(y + j);
+        }
+        for (index_type j = full; j < size; ++j) y[j] = finish((static_cast<double>(x[j]) - stats.mean) / denominator);
+    };
+
+    core::parallel_for(layout.count, options.threads, [&](index_type begin, index_type end) {
+        std::vector<double> scratch;
+        for (index_type g = begin; g < end; ++g) {
+            if (fast) fast_group(g, scratch);
+            else general_group(g, scratch);
+        }
+    });
+    if (const index_type i = bad_reward.load(); i >= 0)
+        core::fail("rewards[", i, "] is ", in.rewards[i], " (", std::isnan(static_cast<double>(in.rewards[i])) ? "NaN under nan_policy::error" : "infinite", ")");
+    if (const index_type g = lonely_group.load(); g >= 0)
+        core::fail("groups: group ", layout.label(g), " has one valid sample, and singleton_policy::error forbids groups of one");
+
+    if (options.whiten.mode == whiten_mode::none) return;
+    const bool by_tokens = options.whiten.mode == whiten_mode::token_weighted;
+    const auto whitened = two_pass_moments([&](auto&& sink) {
+        for (index_type i = 0; i < n; ++i)
+            if (is_valid(i)) sink(static_cast<double>(out[i]), by_tokens ? tokens[i] : 1.0);
+    });
+    const double denominator = divisor(whitened.variance(options.whiten.ddof), options.whiten.eps, options.whiten.placement);
+    for (index_type i = 0; i < n; ++i)
+        out[i] = is_valid(i) && whitened.count > 0 ? static_cast<O>((static_cast<double>(out[i]) - whitened.mean) / denominator) : O(0);
+}
+
+}  // namespace detail
+
+// Full form: any optional input (mask, lengths, token mask, baseline, merged batch statistics).
+template <class T, class Output>
+void group_normalize(const reward_inputs<T>& inputs, Output&& output, const group_normalize_options& options = {}) {
+    auto out = as_vector(std::forward<Output>(output));
+    using O = typename decltype(out)::value_type;
+    static_assert(std::is_same_v<O, float> || std::is_same_v<O, double>, "group_normalize: the output must hold float or double");
+    detail::group_normalize<T, O>(inputs, out, options);
+}
+
+// Rewards (Eigen vector, std::vector, vector_view; float or double) and their groups.
+template <class Rewards, class Output>
+void group_normalize(const Rewards& rewards, const groups& grouping, Output&& output, const group_normalize_options& options = {}) {
+    const auto data = as_vector(rewards);
+    using T = std::remove_const_t<typename decltype(data)::value_type>;
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "group_normalize: rewards must be float or double");
+    reward_inputs<T> inputs;
+    inputs.rewards = data;
+    inputs.grouping = grouping;
+    group_normalize(inputs, std::forward<Output>(output), options);
+}
+
+// Convenience: the advantages in a new vector of the reward type.
+template <class Rewards>
+auto group_normalize(const Rewards& rewards, const groups& grouping, const group_normalize_options& options = {}) {
+    const auto data = as_vector(rewards);
+    using T = std::remove_const_t<typename decltype(data)::value_type>;
+    std::vector<T> result(static_cast<std::size_t>(data.size));
+    group_normalize(rewards, grouping, result, options);
+    return result;
+}
+
+}  // namespace normkit::advantage

@@ -1,0 +1,154 @@
+// Groups of samples that share a prompt: contiguous blocks of G, or arbitrary
+// integer ids (ragged groups of any size, members in any order).
+//
+//   contiguous_groups(G)      samples [kG, (k+1)G) form group k (TRL, OpenRLHF after reordering)
+//   group_ids(ids)            samples with equal ids form a group (verl's uid), any order and size
+//   group_ids(ids, count)     the same with ids declared to lie in [0, count); an id outside is "unknown"
+//
+// Conventions:
+// - ids are int64 or int32 (torch.long / torch.int); negative ids are bad
+//   input, as is an id ≥ count when a count is declared, or a sample count
+//   that is not a multiple of G.
+// - With undeclared ids, groups are numbered by first appearance; with a
+//   declared count, group k is id k and may be empty.
+// - Resolving ragged ids costs one counting sort (O(n), allocates); the
+//   contiguous case is pure arithmetic.
+#pragma once
+
+#include "../core/error.hpp"
+#include "../core/view.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace normkit::advantage {
+
+struct groups {
+    index_type size = 0;  // > 0: contiguous groups of this size
+    const std::int64_t* ids64 = nullptr;
+    const std::int32_t* ids32 = nullptr;
+    index_type id_count = 0;
+    index_type declared_count = -1;  // ≥ 0: ids must lie in [0, declared_count)
+
+    bool contiguous() const { return size > 0; }
+};
+
+inline groups contiguous_groups(index_type group_size) {
+    core::require(group_size > 0, "group_size must be positive, got ", group_size);
+    groups result;
+    result.size = group_size;
+    return result;
+}
+
+inline groups group_ids(vector_view<const std::int64_t> ids, index_type group_count = -1) {
+    core::require(ids.data != nullptr || ids.size == 0, "group ids are null");
+    groups result;
+    result.ids64 = ids.data;
+    result.id_count = ids.size;
+    result.declared_count = group_count;
+    return result;
+}
+
+inline groups group_ids(vector_view<const std::int32_t> ids, index_type group_count = -1) {
+    core::require(ids.data != nullptr || ids.size == 0, "group ids are null");
+    groups result;
+    result.ids32 = ids.data;
+    result.id_count = ids.size;
+    result.declared_count = group_count;
+    return result;
+}
+
+namespace detail {
+
+// The resolved grouping: group g's members, in sample order.
+struct group_layout {
+    index_type samples = 0;
+    index_type count = 0;           // number of groups
+    index_type size = 0;            // > 0: contiguous
+    std::vector<index_type> offsets;  // ragged: members of g are order[offsets[g] .. offsets[g+1])
+    std::vector<index_type> order;
+    std::vector<std::int64_t> labels;  // ragged: the caller's id of each group (for messages)
+
+    index_type members(index_type g) const { return size > 0 ? size : offsets[g + 1] - offsets[g]; }
+    index_type member(index_type g, index_type j) const { return size > 0 ? g * size + j : order[offsets[g] + j]; }
+    std::int64_t label(index_type g) const { return size > 0 ? static_cast<std::int64_t>(g) : labels[g]; }
+    template <class Body>
+    void for_members(index_type g, Body&& body) const {
+        if (size > 0) {
+            for (index_type i = g * size, end = i + size; i < end; ++i) body(i);
+        } else {
+            for (index_type k = offsets[g]; k < offsets[g + 1]; ++k) body(order[k]);
+        }
+    }
+    // Dense group index of each sample (ragged only).
+    std::vector<index_type> group_of() const {
+        std::vector<index_type> result(static_cast<std::size_t>(samples));
+        for (index_type g = 0; g < count; ++g) for_members(g, [&](index_type i) { result[i] = g; });
+        return result;
+    }
+};
+
+inline group_layout resolve(const groups& grouping, index_type samples, const char* what = "rewards") {
+    group_layout layout;
+    layout.samples = samples;
+    if (grouping.contiguous()) {
+        core::require(samples % grouping.size == 0, what, " has ", samples, " samples, not a multiple of group_size ", grouping.size);
+        layout.size = grouping.size;
+        layout.count = samples / grouping.size;
+        return layout;
+    }
+    core::require(grouping.ids64 != nullptr || grouping.ids32 != nullptr || samples == 0,
+                  "groups: neither a group_size nor group ids were given for ", samples, " samples");
+    core::require(grouping.id_count == samples, "group ids has length ", grouping.id_count, " but ", what, " has length ", samples);
+    const auto id = [&](index_type i) -> std::int64_t { return grouping.ids64 ? grouping.ids64[i] : grouping.ids32[i]; };
+    std::vector<index_type> dense(static_cast<std::size_t>(samples));
+    std::int64_t largest = -1;
+    for (index_type i = 0; i < samples; ++i) {
+        const std::int64_t value = id(i);
+        core::require(value >= 0, "group ids[", i, "] is negative (", value, ")");
+        core::require(grouping.declared_count < 0 || value < grouping.declared_count, "group ids[", i, "] = ", value,
+                      " is unknown: ids must lie in [0, ", grouping.declared_count, ")");
+        largest = std::max(largest, value);
+    }
+    if (grouping.declared_count >= 0) {
+        layout.count = grouping.declared_count;
+        layout.labels.resize(static_cast<std::size_t>(layout.count));
+        for (index_type g = 0; g < layout.count; ++g) layout.labels[g] = g;
+        for (index_type i = 0; i < samples; ++i) dense[i] = static_cast<index_type>(id(i));
+    } else if (largest < 4 * samples + 64) {
+        // Small ids: a direct table, numbered by first appearance.
+        std::vector<index_type> table(static_cast<std::size_t>(largest + 1), -1);
+        for (index_type i = 0; i < samples; ++i) {
+            index_type& slot = table[static_cast<std::size_t>(id(i))];
+            if (slot < 0) {
+                slot = layout.count++;
+                layout.labels.push_back(id(i));
+            }
+            dense[i] = slot;
+        }
+    } else {
+        std::unordered_map<std::int64_t, index_type> table;
+        table.reserve(static_cast<std::size_t>(samples));
+        for (index_type i = 0; i < samples; ++i) {
+            const auto [slot, inserted] = table.try_emplace(id(i), layout.count);
+            if (inserted) {
+                ++layout.count;
+                layout.labels.push_back(id(i));
+            }
+            dense[i] = slot->second;
+        }
+    }
+    // Counting sort: members of each group in sample order.
+    layout.offsets.assign(static_cast<std::size_t>(layout.count + 1), 0);
+    for (index_type i = 0; i < samples; ++i) ++layout.offsets[dense[i] + 1];
+    for (index_type g = 0; g < layout.count; ++g) layout.offsets[g + 1] += layout.offsets[g];
+    layout.order.resize(static_cast<std::size_t>(samples));
+    std::vector<index_type> next(layout.offsets.begin(), layout.offsets.end() - 1);
+    for (index_type i = 0; i < samples; ++i) layout.order[next[dense[i]]++] = i;
+    return layout;
+}
+
+}  // namespace detail
+}  // namespace normkit::advantage
