@@ -1,0 +1,120 @@
+// GEPO: Group Entropy-controlled Policy Optimization (Cheng et al., arXiv 2607.16850),
+// as transcribed by the third-party implementation mann1x/omnimergekit
+// scripts/gepo_trainer.py (seed-formulas §2; the paper text was not seen).
+//
+//   H_g = −Σ_{i∈g} Σ_t m_{i,t}·log π(y_{i,t}) / Σ_{i∈g} Σ_t m_{i,t}      group entropy (Eq. 4)
+//   Ĥ_low = μ_H − β_low·σ_H,  Ĥ_high = μ_H + β_high·σ_H                  (Eq. 8–9; σ_H population,
+//                                                                         over the groups of the batch)
+//   H_low ← (1 − γ)·H_low + γ·Ĥ_low,  H_high ← (1 − γ)·H_high + γ·Ĥ_high  EMA kept in gepo_state
+//   A_i ← α_low·A_i   if A_i > 0 and H_g < H_low                          (Eq. 7)
+//   A_i ← α_high·A_i  if A_i < 0 and H_g > H_high
+//   defaults α_low = 0.5, α_high = 0.2, β_low = 0.2, β_high = 0.3, γ = 0.01
+//
+// Assumptions (each stated because the source does not fix it):
+// - The log-probs are the sampling (old) policy's, as in the implementation.
+// - EMA start: the paper's initialization was not found; the first call (state.initialized
+//   false) sets H_low = Ĥ_low and H_high = Ĥ_high, later calls blend with γ. Shaping in a call uses
+//   the thresholds after that call's update.
+// - A group with no valid token has no entropy: it is left out of μ_H, σ_H and is not shaped.
+//   With no group having tokens, the state is unchanged and nothing is shaped.
+// - The advantages come in (from grpo, say) and the shaped ones go out; they may be the same memory.
+// - α_high < α_low is the paper's requirement (length collapse otherwise); it is not enforced,
+//   every parameter is an option.
+#pragma once
+
+#include "estimators.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace normkit::advantage {
+
+struct gepo_options {
+    double alpha_low = 0.5;   // scale of positive advantages in low-entropy groups
+    double alpha_high = 0.2;  // scale of negative advantages in high-entropy groups
+    double beta_low = 0.2;
+    double beta_high = 0.3;
+    double gamma = 0.01;      // EMA rate
+};
+
+struct gepo_state {
+    bool initialized = false;
+    double low = 0;   // H_low
+    double high = 0;  // H_high
+};
+
+namespace detail {
+
+template <class A, class L, class O>
+void gepo(vector_view<const A> advantages, matrix_view<const L> log_probs, matrix_view<const std::uint8_t> token_mask,
+          const groups& grouping, gepo_state& state, vector_view<O> out, const gepo_options& options, vector_view<double> group_entropy) {
+    const index_type n = advantages.size;
+    core::require(out.size == n, "output has length ", out.size, " but advantages has length ", n);
+    core::require_data("log_probs", log_probs);
+    core::require_data("token_mask", token_mask);
+    core::require(log_probs.rows == n, "log_probs has ", log_probs.rows, " rows but advantages has length ", n);
+    core::require_same_shape("token_mask", token_mask, "log_probs", log_probs);
+    for (const double value : {options.alpha_low, options.alpha_high, options.beta_low, options.beta_high})
+        core::require(std::isfinite(value) && value >= 0, "gepo alphas and betas must be finite and ≥ 0, got ", value);
+    core::require(options.gamma > 0 && options.gamma <= 1, "gamma (the EMA rate) must lie in (0, 1], got ", options.gamma);
+    const auto layout = resolve(grouping, n, "advantages");
+    core::require(group_entropy.empty() || group_entropy.size == layout.count, "group_entropy has length ", group_entropy.size, " but there are ",
+                  layout.count, " groups");
+    std::vector<double> entropy(static_cast<std::size_t>(layout.count), std::numeric_limits<double>::quiet_NaN());
+    moments spread;
+    for (index_type g = 0; g < layout.count; ++g) {
+        double sum = 0, tokens = 0;
+        layout.for_members(g, [&](index_type i) {
+            for (index_type t = 0; t < log_probs.cols; ++t)
+                if (token_mask(i, t)) {
+                    sum += static_cast<double>(log_probs(i, t));
+                    tokens += 1;
+                }
+        });
+        if (tokens > 0) {
+            entropy[g] = -sum / tokens;
+            spread.add(entropy[g]);
+        }
+        if (!group_entropy.empty()) group_entropy[g] = tokens > 0 ? entropy[g] : 0.0;
+    }
+    if (spread.count > 0) {
+        const double deviation = spread.standard_deviation(0);
+        const double low = spread.mean - options.beta_low * deviation, high = spread.mean + options.beta_high * deviation;
+        if (state.initialized) {
+            state.low = (1 - options.gamma) * state.low + options.gamma * low;
+            state.high = (1 - options.gamma) * state.high + options.gamma * high;
+        } else {
+            state.low = low;
+            state.high = high;
+            state.initialized = true;
+        }
+    }
+    for (index_type g = 0; g < layout.count; ++g) {
+        const double h = entropy[g];
+        const bool has_entropy = spread.count > 0 && !std::isnan(h);
+        layout.for_members(g, [&](index_type i) {
+            double value = static_cast<double>(advantages[i]);
+            if (has_entropy) {
+                if (value > 0 && h < state.low) value *= options.alpha_low;
+                else if (value < 0 && h > state.high) value *= options.alpha_high;
+            }
+            out[i] = static_cast<O>(value);
+        });
+    }
+}
+
+}  // namespace detail
+
+// advantages (n), log_probs and token_mask [n × T]; group_entropy (optional) receives H_g (0 for a group without tokens).
+template <class Advantages, class LogProbs, class Mask, class Output>
+void gepo(const Advantages& advantages, const LogProbs& log_probs, const Mask& token_mask, const groups& grouping, gepo_state& state,
+          Output&& output, const gepo_options& options = {}, vector_view<double> group_entropy = {}) {
+    const auto log_view = view(log_probs);
+    const auto mask_view = view(token_mask);
+    using L = std::remove_const_t<typename decltype(log_view)::value_type>;
+    detail::gepo(detail::const_vector(advantages), matrix_view<const L>(log_view), matrix_view<const std::uint8_t>(mask_view), grouping, state,
+                 detail::mutable_vector(std::forward<Output>(output)), options, group_entropy);
+}
+
+}  // namespace normkit::advantage

@@ -1,0 +1,125 @@
+// Presets: group_normalize options that reproduce each framework's arithmetic
+// (snapshots in rl-framework-conventions.md §0: verl 1dda039b9c63, TRL f2cd57710ae3,
+// OpenRLHF 3c3be6234e0c). docs/advantage.md tabulates them side by side.
+//
+//   preset                        center        scale        ddof  eps placement      group of one  NaN      after
+//   verl_grpo()                   group mean    group std    1     σ + 1e-6           keep raw      error    —
+//   verl_grpo(false)              group mean    none         —     —                  keep raw      error    —
+//   verl_grpo_vectorized()        group mean    group std    1     σ + 1e-6           keep raw      error    —
+//   verl_rloo()                   leave-one-out none         —     —                  keep raw      error    —
+//   verl_rloo_vectorized()        leave-one-out none         —     —                  zero          error    —
+//   verl_reinforce_pp_baseline()  group mean    none         —     —                  keep raw      error    token whiten (ddof 1, √(v + 1e-8))
+//   trl(group)                    group mean    group std    1     σ + 1e-4           zero          exclude  —
+//   trl(batch)                    group mean    batch std    1     σ + 1e-4           zero          exclude  —
+//   trl(none)                     group mean    none         —     —                  zero          exclude  —
+//   trl_async()                   group mean    group std    0     σ + 1e-8           zero          exclude  —
+//   openrlhf(group_norm)          group mean    group std    1     σ + 1e-9           error         error    clip ±10
+//   openrlhf(dr_grpo)             group mean    none         —     —                  error         error    clip ±10
+//   openrlhf(rloo)                leave-one-out none         —     —                  error         error    clip ±10
+//   openrlhf(reinforce_baseline)  group mean    none         —     —                  error         error    clip ±10, token whiten (ddof 0, max(v, 1e-8))
+//
+// Notes on exactness:
+// - verl_grpo_vectorized() divides by the std whatever norm_adv_by_std_in_grpo says: verl's
+//   dispatcher never forwards the flag (PR #7893); it is the current (verl-new) arithmetic with
+//   the centred two-pass variance and no floor. The old floor (√max(v, 1e-6) + 1e-6) combined
+//   two rules and is not a preset; eps_mode::clamp_variance shows the same ±0.005 shrinkage.
+// - verl has no NaN rule (a NaN would spread through the group); the presets make it an error.
+//   verl's statistics include rows whose response mask is all zero (the bug PR #6452 fixes), so
+//   the verl presets keep empty responses in the statistics.
+// - TRL's "a group of one gives 0" is its nanstd returning NaN for one scored sample, then
+//   nan_to_num; its eval mode with G = 1 therefore gives 0 too. Batch std ("batch", the Lite
+//   PPO recipe) is the unbiased std of every scored raw reward of the generation batch.
+// - TRL async GRPO is numpy's population std + 1e-8 per rollout group over scorable rows; its
+//   group of one has std 0, hence A = 0.
+// - OpenRLHF asserts n_samples_per_prompt > 1 for these estimators (singleton error); its clip
+//   is the reward clip_range default (−10, 10), applied before its global whitening, which
+//   only reinforce_baseline does: population variance over action tokens clamped at 1e-8.
+//   OpenRLHF's per-token KL shaping (β·kl_t) is outside this scalar normalizer.
+#pragma once
+
+#include "group_normalize.hpp"
+
+namespace normkit::advantage::presets {
+
+inline group_normalize_options verl_grpo(bool norm_adv_by_std_in_grpo = true) {
+    group_normalize_options options;
+    options.scale = norm_adv_by_std_in_grpo ? scale_mode::group_std : scale_mode::none;
+    options.ddof = 1;
+    options.eps = 1e-6;
+    options.placement = eps_mode::add_to_std;
+    options.singleton = singleton_policy::keep_raw;
+    options.nan = nan_policy::error;
+    options.exclude_empty_responses = false;
+    return options;
+}
+
+inline group_normalize_options verl_grpo_vectorized() { return verl_grpo(true); }
+
+inline group_normalize_options verl_rloo() {
+    group_normalize_options options = verl_grpo(false);
+    options.center = center_mode::leave_one_out;
+    return options;
+}
+
+inline group_normalize_options verl_rloo_vectorized() {
+    group_normalize_options options = verl_rloo();
+    options.singleton = singleton_policy::zero;
+    return options;
+}
+
+inline group_normalize_options verl_reinforce_pp_baseline() {
+    group_normalize_options options = verl_grpo(false);
+    options.whiten = whiten_options{whiten_mode::token_weighted, 1, 1e-8, eps_mode::inside_sqrt};
+    return options;
+}
+
+enum class trl_scale_rewards { group, batch, none };
+
+inline group_normalize_options trl(trl_scale_rewards scale_rewards = trl_scale_rewards::group) {
+    group_normalize_options options;
+    options.scale = scale_rewards == trl_scale_rewards::group   ? scale_mode::group_std
+                    : scale_rewards == trl_scale_rewards::batch ? scale_mode::batch_std
+                                                                : scale_mode::none;
+    options.ddof = 1;
+    options.eps = 1e-4;
+    options.placement = eps_mode::add_to_std;
+    options.singleton = singleton_policy::zero;
+    options.nan = nan_policy::exclude;
+    return options;
+}
+
+inline group_normalize_options trl_async() {
+    group_normalize_options options = trl(trl_scale_rewards::group);
+    options.ddof = 0;
+    options.eps = 1e-8;
+    return options;
+}
+
+enum class openrlhf_estimator { group_norm, dr_grpo, rloo, reinforce_baseline };
+
+inline group_normalize_options openrlhf(openrlhf_estimator estimator = openrlhf_estimator::group_norm) {
+    group_normalize_options options;
+    options.ddof = 1;
+    options.eps = 1e-9;
+    options.placement = eps_mode::add_to_std;
+    options.singleton = singleton_policy::error;
+    options.nan = nan_policy::error;
+    options.clip_min = -10;
+    options.clip_max = 10;
+    options.exclude_empty_responses = false;
+    switch (estimator) {
+        case openrlhf_estimator::group_norm: break;
+        case openrlhf_estimator::dr_grpo: options.scale = scale_mode::none; break;
+        case openrlhf_estimator::rloo:
+            options.center = center_mode::leave_one_out;
+            options.scale = scale_mode::none;
+            break;
+        case openrlhf_estimator::reinforce_baseline:
+            options.scale = scale_mode::none;
+            options.whiten = whiten_options{whiten_mode::token_weighted, 0, 1e-8, eps_mode::clamp_variance};
+            break;
+    }
+    return options;
+}
+
+}  // namespace normkit::advantage::presets

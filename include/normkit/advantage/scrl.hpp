@@ -1,0 +1,76 @@
+// SCRL: Subproblem Curriculum RL (Jiang et al., arXiv 2605.22074, §3.2 Eq. 2–4, App. B.3).
+//
+//   k_i = max{ j ∈ 0..K : r_i^(1) = … = r_i^(j) = 1 }                 progress (Eq. 2)
+//   R_i^(j) = r_i^(j) if j ≤ k_i, else 0                               progress-aware correction (Eq. 3)
+//   A_i^(j) = (R_i^(j) − mean_{i∈g} R^(j)) / std_{i∈g} R^(j)            per position, across the group (Eq. 4)
+//
+// Conventions:
+// - std is the population std (App. B.3 uses √(p(1 − p))); no ε (the paper gives none): a column
+//   whose corrected rewards are all equal (std = 0) gives A = 0, the paper's "GRPO convention".
+//   options.eps > 0 switches to (R − μ)/(σ + ε), verl's habit; the degenerate column is still 0.
+// - Rewards are binary: each r_i^(j) must be 0 or 1 (anything else is bad input). A response that
+//   breaks the format is the caller's all-zero row.
+// - Output is per (sample, position) [n × K]; assigning positions to token spans belongs to the
+//   token-credit module. Pass only the curriculum half of a mixed group: the paper normalizes
+//   within each half.
+// - A group of one: its columns are degenerate, so A = 0.
+#pragma once
+
+#include "estimators.hpp"
+#include "returns.hpp"
+
+#include <cmath>
+#include <vector>
+
+namespace normkit::advantage {
+
+struct scrl_options {
+    double eps = 0;  // 0: divide by the std itself; > 0: by std + eps
+};
+
+namespace detail {
+
+template <class T, class O>
+void scrl(matrix_view<const T> rewards, const groups& grouping, matrix_view<O> out, const scrl_options& options) {
+    core::require_data("subproblem_rewards", rewards);
+    core::require_data("output", out);
+    core::require_same_shape("output", out, "subproblem_rewards", rewards);
+    core::require(std::isfinite(options.eps) && options.eps >= 0, "eps must be finite and ≥ 0, got ", options.eps);
+    const index_type n = rewards.rows, K = rewards.cols;
+    const auto layout = resolve(grouping, n, "subproblem_rewards");
+    std::vector<index_type> progress(static_cast<std::size_t>(n));
+    for (index_type i = 0; i < n; ++i) {
+        index_type k = 0;
+        bool solved_so_far = true;
+        for (index_type j = 0; j < K; ++j) {
+            const double value = static_cast<double>(rewards(i, j));
+            core::require(value == 0 || value == 1, "subproblem_rewards[", i, "][", j, "] = ", value, " is not binary (0 or 1)");
+            solved_so_far = solved_so_far && value == 1;
+            if (solved_so_far) k = j + 1;
+        }
+        progress[i] = k;
+    }
+    const auto corrected = [&](index_type i, index_type j) { return j < progress[i] ? 1.0 : 0.0; };
+    for (index_type g = 0; g < layout.count; ++g) {
+        const index_type size = layout.members(g);
+        if (size == 0) continue;
+        for (index_type j = 0; j < K; ++j) {
+            const auto stats = two_pass_moments([&](auto&& sink) { layout.for_members(g, [&](index_type i) { sink(corrected(i, j), 1.0); }); });
+            const double deviation = stats.standard_deviation(0);
+            layout.for_members(g, [&](index_type i) {
+                out(i, j) = deviation > 0 ? static_cast<O>((corrected(i, j) - stats.mean) / (deviation + options.eps)) : O(0);
+            });
+        }
+    }
+}
+
+}  // namespace detail
+
+// subproblem_rewards and output: [n × K] (Eigen row-major matrices or matrix_views).
+template <class Rewards, class Output>
+void scrl(const Rewards& subproblem_rewards, const groups& grouping, Output&& output, const scrl_options& options = {}) {
+    auto out = view(output);
+    detail::scrl(detail::const_matrix(subproblem_rewards), grouping, out, options);
+}
+
+}  // namespace normkit::advantage
