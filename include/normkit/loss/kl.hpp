@@ -1,0 +1,137 @@
+// KL estimators between the current policy and a reference, per token, with
+// their derivative with respect to the current log-prob x = logπ.
+//
+// With d = x − x_ref = logπ − logπ_ref (Schulman 2020, "Approximating KL divergence"):
+//   k1  (verl "kl")           k = d                          ∂k/∂x = 1
+//   abs                       k = |d|                        ∂k/∂x = sign(d)  (0 at d = 0, as torch.abs)
+//   k2  (verl "mse")          k = ½d²                        ∂k/∂x = d
+//   k3  (verl "low_var_kl")   k = e^(−d) + d − 1             ∂k/∂x = 1 − e^(−d)
+// k3 with `clamp` (verl's kl_penalty_forward, the default): −d is clamped to [−20, 20] before the
+// exponential and k to [−10, 10] after it; the derivative is 0 where either clamp is active (torch's
+// clamp passes the gradient only inside the bounds, bounds included). Without `clamp` (TRL's
+// per-token KL) the formula is used as written.
+// straight_through (verl's "+" suffix, "k3+"): the value of the named estimator with the gradient of
+// k2, i.e. ∂k/∂x = d.
+//
+// Degenerate input: none; every finite input gives a finite value (k3 without clamp overflows to inf
+// only for d < −88 in float, as the formula does).
+#pragma once
+
+#include "aggregate.hpp"
+
+// GCC 12 reports the unmasked AVX-512 intrinsics inside xsimd's exp (their _mm512_undefined operand)
+// as reads of an uninitialized register, a false positive; it is silenced for this header only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace normkit::loss {
+
+enum class kl_estimator { k1, abs, k2, k3, kl = k1, mse = k2, low_var_kl = k3 };
+
+struct kl_options {
+    kl_estimator estimator = kl_estimator::k3;
+    bool straight_through = false;  // "+": the value of `estimator`, the gradient of k2
+    bool clamp = true;              // verl's clamps on k3 (±20 on the log-ratio, ±10 on the value)
+    int threads = 1;
+};
+
+// verl's "k3+".
+inline kl_options k3_plus() {
+    kl_options options;
+    options.straight_through = true;
+    return options;
+}
+
+namespace detail {
+
+template <kl_estimator E, bool StraightThrough, class C>
+inline void kl_batch(const core::batch<C>& x, const core::batch<C>& reference, bool clamp, core::batch<C>& value, core::batch<C>& gradient) {
+    using core::batch;
+    const batch<C> d = x - reference;
+    if constexpr (E == kl_estimator::k1) {
+        value = d;
+        gradient = batch<C>(C(1));
+    } else if constexpr (E == kl_estimator::abs) {
+        value = absolute(d);
+        const batch<C> zero(C(0)), one(C(1));
+        gradient = xsimd::select(d > zero, one, xsimd::select(d < zero, -one, zero));
+    } else if constexpr (E == kl_estimator::k2) {
+        value = C(0.5) * d * d;
+        gradient = d;
+    } else {
+        if (clamp) {
+            const batch<C> limit(C(20)), cap(C(10));
+            const batch<C> log_ratio = minimum(maximum(-d, -limit), limit);
+            const batch<C> ratio = xsimd::exp(log_ratio);
+            const batch<C> raw = ratio - log_ratio - C(1);
+            value = minimum(maximum(raw, -cap), cap);
+            const auto passes = (absolute(d) <= limit) & (raw <= cap) & (raw >= -cap);
+            gradient = xsimd::select(passes, C(1) - ratio, batch<C>(C(0)));
+        } else {
+            const batch<C> ratio = xsimd::exp(-d);
+            value = ratio + d - C(1);
+            gradient = C(1) - ratio;
+        }
+    }
+    if constexpr (StraightThrough) gradient = d;
+}
+
+// Calls f(std::integral_constant<kl_estimator, E>, std::bool_constant<straight_through>).
+template <class F>
+decltype(auto) with_kl_estimator(const kl_options& options, F&& f) {
+    const auto pick = [&](auto straight) -> decltype(auto) {
+        switch (options.estimator) {
+            case kl_estimator::k1: return f(std::integral_constant<kl_estimator, kl_estimator::k1>{}, straight);
+            case kl_estimator::abs: return f(std::integral_constant<kl_estimator, kl_estimator::abs>{}, straight);
+            case kl_estimator::k2: return f(std::integral_constant<kl_estimator, kl_estimator::k2>{}, straight);
+            default: return f(std::integral_constant<kl_estimator, kl_estimator::k3>{}, straight);
+        }
+    };
+    return options.straight_through ? pick(std::true_type{}) : pick(std::false_type{});
+}
+
+template <class T>
+void kl_penalty(matrix_view<const T> log_probs, matrix_view<const T> reference_log_probs, matrix_view<T> value, matrix_view<T> gradient,
+                const kl_options& options) {
+    using C = core::compute_t<T>;
+    core::require_data("log_probs", log_probs);
+    core::require_data("ref_log_probs", reference_log_probs);
+    core::require_same_shape("ref_log_probs", reference_log_probs, "log_probs", log_probs);
+    if (!value.empty()) core::require_same_shape("value", value, "log_probs", log_probs);
+    if (!gradient.empty()) core::require_same_shape("gradient", gradient, "log_probs", log_probs);
+    with_kl_estimator(options, [&](auto estimator, auto straight) {
+        core::parallel_for(log_probs.rows, options.threads, [&](index_type begin, index_type end) {
+            for (index_type row = begin; row < end; ++row) {
+                const T* x = log_probs.row(row);
+                const T* reference = reference_log_probs.row(row);
+                core::for_each_batch<C>(log_probs.cols, [&](index_type i, index_type count) {
+                    core::batch<C> k, g;
+                    kl_batch<decltype(estimator)::value, decltype(straight)::value>(core::load(x + i, count), core::load(reference + i, count),
+                                                                                   options.clamp, k, g);
+                    if (!value.empty()) core::store(value.row(row) + i, k, count);
+                    if (!gradient.empty()) core::store(gradient.row(row) + i, g, count);
+                });
+            }
+        });
+    });
+}
+
+}  // namespace detail
+
+// Per-token KL estimate k and ∂k/∂logπ; either output may be absent ({}).
+template <class LogProbs, class Reference, class Value, class Gradient>
+void kl_penalty(const LogProbs& log_probs, const Reference& ref_log_probs, Value&& value, Gradient&& gradient, const kl_options& options = {}) {
+    using T = element_t<LogProbs>;
+    static_assert(std::is_same_v<element_t<Reference>, T> && std::is_same_v<element_t<Value>, T> && std::is_same_v<element_t<Gradient>, T>,
+                  "kl_penalty: all arguments must have the same storage type");
+    detail::kl_penalty<T>(view(log_probs), view(ref_log_probs), view(value), view(gradient), options);
+}
+
+}  // namespace normkit::loss
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif

@@ -1,0 +1,177 @@
+// Reference formulas for loss aggregation, the policy surrogates and the KL
+// estimators: plain double, written literally from the math (sums in long
+// double), one token at a time. Matrices are dense rows × cols; advantages are
+// given per token (expand per-sample ones first).
+//
+// Stop-gradients: every quantity a framework detaches is computed from
+// `detached` (a copy of x held fixed), so a finite difference in x alone gives
+// the gradient the frameworks' autograd gives.
+#pragma once
+
+#include <normkit/loss/policy_loss.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+namespace normkit::reference {
+
+struct loss_shape {
+    std::ptrdiff_t rows, cols;
+};
+
+inline double clamp_to(double value, double low, double high) { return std::min(std::max(value, low), high); }
+
+// a_i of every row: ∂loss/∂ℓ_{i,t} = a_i·m_{i,t}.
+inline std::vector<double> aggregation_scales(const std::vector<double>& mask, loss_shape shape, const loss::aggregation_options& options) {
+    const auto [rows, cols] = shape;
+    std::vector<double> n(rows, 0.0), scale(rows, 0.0);
+    long double tokens = 0, sequences = 0, length_weights = 0;
+    for (std::ptrdiff_t i = 0; i < rows; ++i) {
+        long double count = 0;
+        for (std::ptrdiff_t t = 0; t < cols; ++t) count += mask.empty() ? 1.0 : mask[i * cols + t];
+        n[i] = static_cast<double>(count);
+        tokens += count;
+        if (count > 0) sequences += 1;
+        if (count > 0) length_weights += std::pow(static_cast<double>(count), -options.alpha);
+    }
+    if (options.count_empty_rows) sequences = static_cast<long double>(rows);
+    const double N = options.global_token_count ? *options.global_token_count : static_cast<double>(tokens);
+    const double B = options.global_sequence_count ? *options.global_sequence_count : static_cast<double>(sequences);
+    const double S = options.global_length_weight_sum ? *options.global_length_weight_sum : static_cast<double>(length_weights);
+    const double L = options.normalizer_length ? *options.normalizer_length : static_cast<double>(std::max<std::ptrdiff_t>(cols, 1));
+    const double dp = options.data_parallel_size;
+    for (std::ptrdiff_t i = 0; i < rows; ++i) {
+        double a = 0;
+        switch (options.mode) {
+            case loss::aggregation_mode::token_mean: a = N > 0 ? dp / N : 0; break;
+            case loss::aggregation_mode::token_sum: a = dp; break;
+            case loss::aggregation_mode::seq_mean_token_sum: a = B > 0 ? dp / B : 0; break;
+            case loss::aggregation_mode::seq_mean_token_mean: a = B > 0 && n[i] > 0 ? dp / (B * n[i]) : 0; break;
+            case loss::aggregation_mode::seq_mean_token_sum_norm:
+                a = options.form == loss::sum_norm_form::verl_old ? dp / L : (B > 0 ? dp / (B * L) : 0);
+                break;
+            case loss::aggregation_mode::delta_l:
+                a = n[i] > 0 && S > 0 ? dp * (std::pow(n[i], -options.alpha) / S) / L : 0;  // x_i / T_max
+                break;
+        }
+        scale[i] = a;
+    }
+    return scale;
+}
+
+// loss = Σ_i a_i Σ_{t: m ≠ 0} m·ℓ; weights (when given) = a_i·m.
+inline double aggregate(const std::vector<double>& ell, const std::vector<double>& mask, loss_shape shape,
+                        const loss::aggregation_options& options, std::vector<double>* weights = nullptr) {
+    const auto [rows, cols] = shape;
+    const auto scale = aggregation_scales(mask, shape, options);
+    long double total = 0;
+    if (weights) weights->assign(ell.size(), 0.0);
+    for (std::ptrdiff_t i = 0; i < rows; ++i) {
+        long double row = 0;
+        for (std::ptrdiff_t t = 0; t < cols; ++t) {
+            const double m = mask.empty() ? 1.0 : mask[i * cols + t];
+            if (m != 0) row += m * ell[i * cols + t];
+            if (weights) (*weights)[i * cols + t] = scale[i] * m;
+        }
+        total += scale[i] * row;
+    }
+    return static_cast<double>(total);
+}
+
+// The per-token surrogate ℓ of every token (surrogate.hpp's formulas). x varies, detached is held fixed.
+inline std::vector<double> surrogate(const std::vector<double>& x, const std::vector<double>& detached, const std::vector<double>& old,
+                                     const std::vector<double>& advantages, const std::vector<double>& mask, loss_shape shape,
+                                     const loss::surrogate_options& o) {
+    using loss::surrogate_mode;
+    const auto [rows, cols] = shape;
+    std::vector<double> ell(x.size(), 0.0);
+    const double low = 1 - o.epsilon_low, high = 1 + o.epsilon_high, C = o.log_ratio_clamp;
+    const auto m_at = [&](std::ptrdiff_t k) { return mask.empty() ? 1.0 : mask[k]; };
+    for (std::ptrdiff_t i = 0; i < rows; ++i) {
+        // Row means for the sequence forms.
+        long double count = 0, log_ratio = 0, log_ratio_detached = 0, pessimistic = 0;
+        for (std::ptrdiff_t t = 0; t < cols; ++t) {
+            const std::ptrdiff_t k = i * cols + t;
+            const double m = m_at(k);
+            if (m == 0) continue;
+            count += m;
+            log_ratio += m * (x[k] - old[k]);
+            log_ratio_detached += m * (detached[k] - old[k]);
+            const double d = clamp_to(x[k] - old[k], -C, C), A = advantages[k];
+            const double g = A > 0 ? std::min(d, o.epsilon_high) : (A < 0 ? std::max(d, -o.epsilon_low) : 0.0);
+            pessimistic += m * g;
+        }
+        const double z = count > 0 ? static_cast<double>(log_ratio / count) : 0.0;
+        const double z_detached = count > 0 ? static_cast<double>(log_ratio_detached / count) : 0.0;
+        const double gmpo_ratio = std::exp(count > 0 ? static_cast<double>(pessimistic / count) : 0.0);
+        for (std::ptrdiff_t t = 0; t < cols; ++t) {
+            const std::ptrdiff_t k = i * cols + t;
+            const double A = advantages[k];
+            const double r = std::exp(clamp_to(x[k] - old[k], -C, C));
+            const double r_detached = std::exp(clamp_to(detached[k] - old[k], -C, C));
+            const auto ppo = [&](double ratio) { return std::max(-A * ratio, -A * clamp_to(ratio, low, high)); };
+            double value = 0;
+            switch (o.mode) {
+                case surrogate_mode::ppo_clip:
+                    value = ppo(r);
+                    if (o.dual_clip && A < 0) value = std::min(value, -A * *o.dual_clip);
+                    break;
+                case surrogate_mode::cispo_clip: value = -clamp_to(r_detached, low, high) * A * x[k]; break;
+                case surrogate_mode::cispo_cap: value = -std::min(r_detached, o.epsilon_high) * A * x[k]; break;
+                case surrogate_mode::gspo_token: value = ppo(std::exp(std::min(x[k] - detached[k] + z_detached, 10.0))); break;
+                case surrogate_mode::gspo_sequence: value = ppo(std::exp(clamp_to(z, -C, C))); break;
+                case surrogate_mode::sapo: {
+                    const double tau = A > 0 ? o.tau_positive : o.tau_negative;
+                    value = -A * (1.0 / (1.0 + std::exp(-tau * (r - 1)))) * 4.0 / tau;
+                    break;
+                }
+                case surrogate_mode::reinforce: value = -A * x[k]; break;
+                case surrogate_mode::gmpo: value = -A * gmpo_ratio; break;
+                case surrogate_mode::gft: {
+                    const double p = std::exp(detached[k]);
+                    value = -A * (p > o.gft_threshold ? 1.0 : p) * x[k];
+                    break;
+                }
+            }
+            ell[k] = value;
+        }
+    }
+    return ell;
+}
+
+// One token's KL estimate (kl.hpp's formulas), straight-through by the detached copy.
+inline double kl_value(double x, double detached, double reference_log_prob, const loss::kl_options& o) {
+    const auto estimate = [&](double logp) {
+        const double d = logp - reference_log_prob;
+        switch (o.estimator) {
+            case loss::kl_estimator::k1: return d;
+            case loss::kl_estimator::abs: return std::abs(d);
+            case loss::kl_estimator::k2: return 0.5 * d * d;
+            default:
+                if (o.clamp) {
+                    const double kl = clamp_to(reference_log_prob - logp, -20, 20);
+                    return clamp_to(std::exp(kl) - kl - 1, -10, 10);
+                }
+                return std::exp(-d) + d - 1;
+        }
+    };
+    if (!o.straight_through) return estimate(x);
+    const auto k2 = [&](double logp) { return 0.5 * (logp - reference_log_prob) * (logp - reference_log_prob); };
+    return k2(x) - k2(detached) + estimate(detached);
+}
+
+// The one-call policy loss: aggregate(ℓ_surrogate + β·k − c_H·H).
+inline double policy_loss(const std::vector<double>& x, const std::vector<double>& detached, const std::vector<double>& old,
+                          const std::vector<double>& advantages, const std::vector<double>& mask, const std::vector<double>& reference_log_probs,
+                          const std::vector<double>& entropies, loss_shape shape, const loss::policy_loss_options& o) {
+    auto ell = surrogate(x, detached, old, advantages, mask, shape, o.surrogate);
+    for (std::size_t k = 0; k < ell.size(); ++k) {
+        if (o.use_kl_loss) ell[k] += o.kl_coefficient * kl_value(x[k], detached[k], reference_log_probs[k], o.kl);
+        if (o.entropy_coefficient != 0) ell[k] -= o.entropy_coefficient * entropies[k];
+    }
+    return aggregate(ell, mask, shape, o.aggregation);
+}
+
+}  // namespace normkit::reference
