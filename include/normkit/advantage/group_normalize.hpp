@@ -395,7 +395,10 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
         O* y = out.data + g * size;
         const B mean(stats.mean), divide(denominator), lowest(low), highest(high);
         for (index_type j = 0; j < full; j += W) {
-            const B value = xsimd::min(xsimd::max((B::load_unaligned(x + j) - mean) / divide, lowest), highest);
+            // select, not xsimd::min/max: GCC 12 flags those AVX-512 intrinsics as maybe-uninitialized.
+            B value = (B::load_unaligned(x + j) - mean) / divide;
+            value = xsimd::select(value < lowest, lowest, value);
+            value = xsimd::select(value > highest, highest, value);
             value.store_unaligned(y + j);
         }
         for (index_type j = full; j < size; ++j) y[j] = finish((static_cast<double>(x[j]) - stats.mean) / denominator);
@@ -436,7 +439,8 @@ void group_normalize(const reward_inputs<T>& inputs, Output&& output, const grou
 }
 
 // Rewards (Eigen vector, std::vector, vector_view; float or double) and their groups.
-template <class Rewards, class Output>
+template <class Rewards, class Output,
+          class = std::enable_if_t<!std::is_same_v<std::decay_t<Output>, group_normalize_options>>>
 void group_normalize(const Rewards& rewards, const groups& grouping, Output&& output, const group_normalize_options& options = {}) {
     const auto data = as_vector(rewards);
     using T = std::remove_const_t<typename decltype(data)::value_type>;

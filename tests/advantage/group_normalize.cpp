@@ -1,0 +1,460 @@
+// group_normalize and the moments type: every option against
+// tests/reference/advantage_options.hpp, the frameworks' regression cases,
+// the properties from the math, bad input, threads.
+#include "reference/advantage_options.hpp"
+#include "support.hpp"
+
+#include <normkit/advantage/group_normalize.hpp>
+#include <normkit/advantage/presets.hpp>
+
+#include <random>
+
+using namespace normkit;
+using namespace normkit::advantage;
+using namespace normkit::testing;
+
+namespace {
+
+// A batch: rewards, ids, and optional mask / lengths / baseline.
+struct batch_data {
+    std::vector<double> rewards;
+    reference::ids_t ids;
+    index_type group_size = 0;  // > 0: contiguous
+    std::vector<int> valid;
+    std::vector<double> lengths;
+    std::vector<double> baseline;
+};
+
+batch_data contiguous_batch(index_type group_size, index_type groups, std::uint32_t seed, bool binary = false) {
+    batch_data data;
+    data.group_size = group_size;
+    const auto n = static_cast<std::size_t>(group_size * groups);
+    data.rewards = random_values(n, seed, 0.5, 1.0);
+    if (binary) {
+        std::mt19937 generator(seed);
+        for (auto& value : data.rewards) value = static_cast<double>(generator() % 2);
+    }
+    data.ids = reference::contiguous_ids(n, static_cast<std::size_t>(group_size));
+    data.baseline = random_values(n, seed + 7);
+    return data;
+}
+
+// Ragged groups of 1..max_size with large, shuffled ids; NaNs, a mask and lengths (some zero).
+batch_data ragged_batch(std::uint32_t seed, bool with_extras, std::int64_t id_scale = 1) {
+    std::mt19937 generator(seed);
+    batch_data data;
+    std::vector<std::int64_t> ids;
+    for (std::int64_t g = 0; g < 9; ++g) {
+        const index_type size = g == 0 ? 1 : 1 + static_cast<index_type>(generator() % 19);
+        for (index_type j = 0; j < size; ++j) ids.push_back(g * 37 * id_scale + 5);
+    }
+    std::shuffle(ids.begin(), ids.end(), generator);
+    data.ids = ids;
+    data.rewards = random_values(ids.size(), seed + 1, -0.3, 2.0);
+    data.baseline = random_values(ids.size(), seed + 2);
+    if (with_extras) {
+        data.valid.assign(ids.size(), 1);
+        data.lengths.assign(ids.size(), 0);
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+            if (generator() % 9 == 0) data.rewards[i] = reference::nan_value;
+            if (generator() % 11 == 0) data.valid[i] = 0;
+            data.lengths[i] = static_cast<double>(generator() % 13 == 0 ? 0 : 1 + generator() % 40);
+        }
+    }
+    return data;
+}
+
+template <class T>
+std::vector<double> run(const batch_data& data, const group_normalize_options& options, bool use_token_mask = false) {
+    const auto rewards = to_storage<T>(data.rewards);
+    const auto baseline = to_storage<T>(data.baseline);
+    std::vector<std::uint8_t> valid(data.valid.begin(), data.valid.end());
+    std::vector<std::int64_t> lengths(data.lengths.begin(), data.lengths.end());
+    const index_type width = 48;
+    std::vector<std::uint8_t> mask;
+    reward_inputs<T> inputs;
+    inputs.rewards = rewards;
+    inputs.grouping = data.group_size > 0 ? contiguous_groups(data.group_size) : group_ids(data.ids);
+    inputs.valid = valid;
+    inputs.baseline = baseline;
+    if (use_token_mask && !lengths.empty()) {
+        // The same token counts as a [n × T] mask with holes (not a prefix).
+        mask.assign(lengths.size() * width, 0);
+        for (std::size_t i = 0; i < lengths.size(); ++i)
+            for (index_type t = 0; t < lengths[i]; ++t) mask[i * width + (t * 7) % width] = 1;
+        inputs.token_mask = view(static_cast<const std::uint8_t*>(mask.data()), static_cast<index_type>(lengths.size()), width);
+    } else {
+        inputs.lengths = lengths;
+    }
+    std::vector<T> output(rewards.size(), T(-99));
+    group_normalize(inputs, output, options);
+    return to_double(output);
+}
+
+template <class T>
+void check_against_reference(const batch_data& data, const group_normalize_options& options, bool use_token_mask = false) {
+    const auto expected =
+        reference::group_normalize(stored<T>(data.rewards), data.ids, data.valid, data.lengths, stored<T>(data.baseline), options);
+    const auto actual = run<T>(data, options, use_token_mask);
+    const double tolerance = std::is_same_v<T, double> ? 1e-9 : 2e-5;
+    CHECK(relative_error(actual, expected, 1.0) < tolerance);
+}
+
+const center_mode all_centers[] = {center_mode::group_mean,    center_mode::batch_mean,  center_mode::leave_one_out,
+                                   center_mode::length_weighted, center_mode::window_median, center_mode::window_mean,
+                                   center_mode::baseline,      center_mode::none};
+const scale_mode all_scales[] = {scale_mode::group_std, scale_mode::batch_std, scale_mode::window_spread, scale_mode::none};
+const eps_mode all_placements[] = {eps_mode::add_to_std, eps_mode::inside_sqrt, eps_mode::clamp_variance, eps_mode::std_floor_skip};
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("group_normalize matches the reference for every option, contiguous and ragged", "[advantage][group_normalize]", float,
+                   double) {
+    std::vector<batch_data> batches;
+    std::uint32_t seed = 10;
+    for (index_type size : {1, 2, 3, 15, 16, 17, 33}) batches.push_back(contiguous_batch(size, 4, seed++));
+    batches.push_back(contiguous_batch(16, 6, seed++, true));
+    batches.push_back(ragged_batch(seed++, false));
+    batches.push_back(ragged_batch(seed++, true));
+    batches.push_back(ragged_batch(seed++, true, 1000000007));  // ids far beyond n: the hashed path
+    for (std::size_t b = 0; b < batches.size(); ++b) {
+        const auto& data = batches[b];
+        const bool has_lengths = !data.lengths.empty();
+        for (auto center : all_centers)
+            for (auto scale : all_scales)
+                for (auto placement : all_placements)
+                    for (int ddof : {0, 1})
+                        for (auto singleton : {singleton_policy::keep_raw, singleton_policy::zero}) {
+                            if (center == center_mode::length_weighted && !has_lengths) continue;
+                            group_normalize_options options;
+                            options.center = center;
+                            options.scale = scale;
+                            options.placement = placement;
+                            options.ddof = ddof;
+                            options.singleton = singleton;
+                            options.eps = placement == eps_mode::std_floor_skip ? 1e-3 : 1e-4;
+                            INFO("batch " << b << " center " << int(center) << " scale " << int(scale) << " placement " << int(placement)
+                                          << " ddof " << ddof << " singleton " << int(singleton));
+                            check_against_reference<TestType>(data, options);
+                        }
+        // Whitening, clip, the window fraction and empty responses on a subset of centers.
+        for (auto whiten : {whiten_mode::sample_weighted, whiten_mode::token_weighted})
+            for (auto placement : all_placements)
+                for (int ddof : {0, 1}) {
+                    if (whiten == whiten_mode::token_weighted && !has_lengths) continue;
+                    group_normalize_options options;
+                    options.scale = ddof ? scale_mode::none : scale_mode::group_std;
+                    options.whiten = {whiten, ddof, placement == eps_mode::std_floor_skip ? 1e-3 : 1e-8, placement};
+                    options.clip_min = -1.5;
+                    options.clip_max = 2.0;
+                    INFO("batch " << b << " whiten " << int(whiten) << " placement " << int(placement) << " ddof " << ddof);
+                    check_against_reference<TestType>(data, options);
+                    options.exclude_empty_responses = false;
+                    check_against_reference<TestType>(data, options);
+                    if (has_lengths) check_against_reference<TestType>(data, options, true);
+                }
+        for (double fraction : {0.1, 0.3, 0.5, 0.75, 1.0}) {
+            group_normalize_options options;
+            options.center = center_mode::window_median;
+            options.scale = scale_mode::window_spread;
+            options.window_fraction = fraction;
+            INFO("batch " << b << " fraction " << fraction);
+            check_against_reference<TestType>(data, options);
+        }
+    }
+}
+
+TEST_CASE("group_normalize regression cases from the frameworks' bug lists", "[advantage][group_normalize]") {
+    SECTION("[1.0, 1.00001]: ±0.707 without eps, ±0.62 with verl's σ + 1e-6, ±0.005 under old verl's variance floor") {
+        const std::vector<double> rewards = {1.0, 1.00001};
+        std::vector<double> out(2);
+        group_normalize_options options;
+        options.placement = eps_mode::std_floor_skip;
+        options.eps = 1e-12;
+        group_normalize(rewards, contiguous_groups(2), out, options);
+        CHECK(out[0] == Approx(-std::sqrt(0.5)).epsilon(1e-6));
+        CHECK(out[1] == Approx(std::sqrt(0.5)).epsilon(1e-6));
+        group_normalize(rewards, contiguous_groups(2), out, presets::verl_grpo());
+        const double d = 0.5e-5, sigma = std::sqrt(2 * d * d);
+        CHECK(out[1] == Approx(d / (sigma + 1e-6)).epsilon(1e-9));
+        CHECK(out[1] == Approx(0.6195).epsilon(1e-3));
+        options.placement = eps_mode::clamp_variance;
+        options.eps = 1e-6;
+        group_normalize(rewards, contiguous_groups(2), out, options);
+        CHECK(std::abs(out[1]) == Approx(0.005).epsilon(1e-3));
+    }
+    SECTION("sixteen rewards of 0.95 give exactly 0, in float and double, for every eps placement") {
+        for (auto placement : all_placements) {
+            const std::vector<float> single(16, 0.95f);
+            const std::vector<double> twice(16, 0.95);
+            group_normalize_options options;
+            options.placement = placement;
+            const auto a = group_normalize(single, contiguous_groups(16), options);
+            const auto b = group_normalize(twice, contiguous_groups(16), options);
+            for (int i = 0; i < 16; ++i) {
+                CHECK(a[i] == 0.0f);
+                CHECK(b[i] == 0.0);
+            }
+        }
+    }
+    SECTION("rewards offset by 1e6 keep the accuracy of rewards near 0") {
+        const auto base = random_values(64, 3);
+        auto shifted = base;
+        for (auto& value : shifted) value += 1e6;
+        const auto near = group_normalize(base, contiguous_groups(16));
+        const auto far = group_normalize(shifted, contiguous_groups(16));
+        // The shifted rewards are base + 1e6 rounded to double: 1e-10 absolute, i.e. ~1e-10 relative in A.
+        CHECK(relative_error(far, near, 1.0) < 1e-8);
+        const auto expected = reference::verl_grpo(shifted, reference::contiguous_ids(64, 16));
+        CHECK(relative_error(far, expected, 1.0) < 1e-9);
+    }
+}
+
+TEST_CASE("group_normalize properties from the math", "[advantage][group_normalize]") {
+    std::mt19937 generator(5);
+    for (index_type size : {2, 3, 8, 16, 17}) {
+        const auto data = contiguous_batch(size, 40, 100 + static_cast<std::uint32_t>(size), true);
+        const auto ids = data.ids;
+        group_normalize_options scaled;
+        scaled.ddof = 0;
+        scaled.placement = eps_mode::std_floor_skip;
+        scaled.eps = 1e-12;
+        const auto grpo = group_normalize(data.rewards, contiguous_groups(size), scaled);
+        group_normalize_options centred = scaled;
+        centred.scale = scale_mode::none;
+        const auto dr = group_normalize(data.rewards, contiguous_groups(size), centred);
+        group_normalize_options loo = centred;
+        loo.center = center_mode::leave_one_out;
+        const auto rloo = group_normalize(data.rewards, contiguous_groups(size), loo);
+        for (const auto& [id, list] : reference::members(ids)) {
+            const auto a = reference::pick(grpo, list), d = reference::pick(dr, list), r = reference::pick(rloo, list);
+            const double p = reference::mean_of(reference::pick(data.rewards, list));
+            INFO("G " << size << " p " << p);
+            CHECK(std::abs(reference::mean_of(a)) < 1e-12);  // zero mean per group
+            CHECK(std::abs(reference::mean_of(d)) < 1e-12);
+            double mean_abs = 0, mean_square = 0;
+            for (double value : d) mean_abs += std::abs(value) / static_cast<double>(size);
+            for (double value : a) mean_square += value * value / static_cast<double>(size);
+            CHECK(mean_abs == Approx(2 * p * (1 - p)).margin(1e-12));  // Dr. GRPO: mean |A| = 2p(1 − p)
+            if (p > 0 && p < 1) CHECK(mean_square == Approx(1.0).epsilon(1e-12));  // GRPO (population std): mean A² = 1
+            else CHECK(mean_square == 0.0);
+            for (std::size_t j = 0; j < list.size(); ++j)  // RLOO = G/(G−1)·Dr. GRPO
+                CHECK(r[j] == Approx(d[j] * size / (size - 1.0)).margin(1e-12));
+        }
+        // Unit std when scaled, with the same ddof (eps placement tiny).
+        const auto real = contiguous_batch(size, 10, 300 + static_cast<std::uint32_t>(size));
+        for (int ddof : {0, 1}) {
+            group_normalize_options options = scaled;
+            options.ddof = ddof;
+            const auto a = group_normalize(real.rewards, contiguous_groups(size), options);
+            for (const auto& [id, list] : reference::members(real.ids))
+                CHECK(reference::variance_of(reference::pick(a, list), ddof) == Approx(1.0).epsilon(1e-9));
+        }
+    }
+    SECTION("permutation invariance: shuffling samples with their ids permutes the result") {
+        const auto data = ragged_batch(77, true);
+        std::vector<std::size_t> order(data.rewards.size());
+        std::iota(order.begin(), order.end(), 0);
+        std::shuffle(order.begin(), order.end(), generator);
+        batch_data shuffled = data;
+        for (std::size_t k = 0; k < order.size(); ++k) {
+            shuffled.rewards[k] = data.rewards[order[k]];
+            shuffled.ids[k] = data.ids[order[k]];
+            shuffled.valid[k] = data.valid[order[k]];
+            shuffled.lengths[k] = data.lengths[order[k]];
+            shuffled.baseline[k] = data.baseline[order[k]];
+        }
+        for (auto center : all_centers) {
+            group_normalize_options options;
+            options.center = center;
+            options.whiten.mode = whiten_mode::token_weighted;
+            const auto a = run<double>(data, options), b = run<double>(shuffled, options);
+            for (std::size_t k = 0; k < order.size(); ++k) CHECK(b[k] == Approx(a[order[k]]).margin(1e-12));
+        }
+    }
+}
+
+TEST_CASE("group_normalize degenerate inputs have their documented results", "[advantage][group_normalize]") {
+    std::vector<double> none;
+    std::vector<double> empty_out;
+    group_normalize(none, contiguous_groups(4), empty_out);  // an empty batch: nothing to do
+    group_normalize(none, group_ids(std::vector<std::int64_t>{}), empty_out);
+
+    const std::vector<double> lonely = {3.0, 1.0, 2.0};
+    const std::vector<std::int64_t> ids = {0, 1, 1};
+    std::vector<double> out(3);
+    group_normalize(lonely, group_ids(ids), out);  // keep_raw: r/(1 + 1e-6)
+    CHECK(out[0] == 3.0 / (1 + 1e-6));
+    auto options = presets::trl();
+    group_normalize(lonely, group_ids(ids), out, options);
+    CHECK(out[0] == 0.0);
+    options.singleton = singleton_policy::error;
+    require_error_naming([&] { group_normalize(lonely, group_ids(ids), out, options); }, "group 0 has one valid sample");
+
+    const double nan = reference::nan_value;
+    const std::vector<double> all_nan = {nan, nan, 1.0, 2.0};
+    group_normalize(all_nan, contiguous_groups(2), out = std::vector<double>(4), presets::trl());
+    CHECK(out[0] == 0.0);
+    CHECK(out[1] == 0.0);
+    CHECK(out[2] == Approx(-0.5 / (std::sqrt(0.5) + 1e-4)));
+    require_error_naming([&] { group_normalize(all_nan, contiguous_groups(2), out, presets::verl_grpo()); }, "rewards[0]");
+    const std::vector<double> infinite = {1.0, INFINITY};
+    require_error_naming([&] { group_normalize(infinite, contiguous_groups(2), out = std::vector<double>(2)); }, "infinite");
+
+    // Whitening with nothing valid: zeros; one valid sample: 0.
+    std::vector<std::uint8_t> nothing = {0, 0, 0, 0};
+    reward_inputs<double> inputs;
+    const std::vector<double> four = {1, 2, 3, 4};
+    inputs.rewards = four;
+    inputs.grouping = contiguous_groups(2);
+    inputs.valid = nothing;
+    group_normalize_options whitened;
+    whitened.whiten.mode = whiten_mode::sample_weighted;
+    std::vector<double> out4(4, 5.0);
+    group_normalize(inputs, out4, whitened);
+    for (double value : out4) CHECK(value == 0.0);
+    std::vector<std::uint8_t> one = {0, 0, 1, 0};
+    inputs.valid = one;
+    group_normalize(inputs, out4, whitened);
+    for (double value : out4) CHECK(value == 0.0);
+}
+
+TEST_CASE("group_normalize rejects bad input, naming the argument", "[advantage][group_normalize]") {
+    const std::vector<double> rewards = {1, 2, 3, 4, 5};
+    std::vector<double> out(5);
+    require_error_naming([&] { group_normalize(rewards, contiguous_groups(2), out); }, "not a multiple of group_size 2");
+    require_error_naming([&] { contiguous_groups(0); }, "group_size");
+    std::vector<double> short_out(4);
+    require_error_naming([&] { group_normalize(rewards, contiguous_groups(5), short_out); }, "output has length 4");
+    const std::vector<std::int64_t> negative = {0, 1, -2, 1, 0};
+    require_error_naming([&] { group_normalize(rewards, group_ids(negative), out); }, "group ids[2] is negative");
+    const std::vector<std::int32_t> unknown = {0, 1, 7, 1, 0};
+    require_error_naming([&] { group_normalize(rewards, group_ids(unknown, 3), out); }, "is unknown");
+    const std::vector<std::int64_t> too_few = {0, 1};
+    require_error_naming([&] { group_normalize(rewards, group_ids(too_few), out); }, "group ids has length 2");
+    group_normalize_options options;
+    options.eps = 0;
+    require_error_naming([&] { group_normalize(rewards, contiguous_groups(5), out, options); }, "eps");
+    options = {};
+    options.ddof = 2;
+    require_error_naming([&] { group_normalize(rewards, contiguous_groups(5), out, options); }, "ddof");
+    options = {};
+    options.clip_min = 1;
+    options.clip_max = -1;
+    require_error_naming([&] { group_normalize(rewards, contiguous_groups(5), out, options); }, "clip range");
+    options = {};
+    options.window_fraction = 0;
+    require_error_naming([&] { group_normalize(rewards, contiguous_groups(5), out, options); }, "window_fraction");
+    options = {};
+    options.center = center_mode::length_weighted;
+    require_error_naming([&] { group_normalize(rewards, contiguous_groups(5), out, options); }, "length_weighted needs lengths");
+    options = {};
+    options.center = center_mode::baseline;
+    require_error_naming([&] { group_normalize(rewards, contiguous_groups(5), out, options); }, "baseline has length 0");
+    options = {};
+    options.whiten.mode = whiten_mode::token_weighted;
+    require_error_naming([&] { group_normalize(rewards, contiguous_groups(5), out, options); }, "token_weighted needs lengths");
+
+    reward_inputs<double> inputs;
+    inputs.rewards = rewards;
+    inputs.grouping = contiguous_groups(5);
+    const std::vector<std::uint8_t> short_mask = {1, 1};
+    inputs.valid = short_mask;
+    require_error_naming([&] { group_normalize(inputs, out); }, "valid has length 2");
+    inputs.valid = {};
+    const std::vector<std::int64_t> lengths = {1, 2, 40, 1, 1};
+    const std::vector<std::uint8_t> mask(5 * 32, 1);
+    inputs.lengths = lengths;
+    inputs.token_mask = view(mask.data(), 5, 32);
+    require_error_naming([&] { group_normalize(inputs, out); }, "lengths[2] = 40 exceeds the padded width T = 32");
+    const std::vector<std::int64_t> negative_length = {1, -1, 1, 1, 1};
+    inputs.lengths = negative_length;
+    inputs.token_mask = {};
+    require_error_naming([&] { group_normalize(inputs, out); }, "lengths[1] is negative");
+
+    // A strided Eigen vector is not a contiguous reward array.
+    Eigen::Matrix<double, 5, 2, Eigen::RowMajor> matrix = Eigen::Matrix<double, 5, 2, Eigen::RowMajor>::Ones();
+    require_error_naming([&] { group_normalize(matrix.col(0), contiguous_groups(5), out); }, "contiguous");
+}
+
+TEST_CASE("group_normalize accepts Eigen vectors, std::vector and vector_view, float or double output", "[advantage][group_normalize]") {
+    const auto values = random_values(48, 9);
+    Eigen::VectorXf eigen_rewards(48);
+    for (int i = 0; i < 48; ++i) eigen_rewards[i] = static_cast<float>(values[i]);
+    Eigen::VectorXd eigen_out(48);
+    group_normalize(eigen_rewards, contiguous_groups(16), eigen_out);
+    const auto expected = reference::verl_grpo(stored<float>(values), reference::contiguous_ids(48, 16));
+    std::vector<double> got(eigen_out.data(), eigen_out.data() + 48);
+    CHECK(relative_error(got, expected) < 1e-12);  // float rewards, statistics and output in double
+    std::vector<float> float_out(48);
+    group_normalize(vector_view<const float>(eigen_rewards.data(), 48), contiguous_groups(16), vector_view<float>(float_out.data(), 48));
+    CHECK(relative_error(to_double(float_out), expected) < 2e-7);
+    // A segment of a longer vector (unaligned start).
+    Eigen::VectorXd longer(50);
+    for (int i = 0; i < 48; ++i) longer[i + 1] = values[i];
+    std::vector<double> out(48);
+    group_normalize(longer.segment(1, 48), contiguous_groups(16), out);
+    CHECK(relative_error(out, reference::verl_grpo(values, reference::contiguous_ids(48, 16))) < 1e-12);
+}
+
+TEST_CASE("group_normalize gives the same bits for one and two threads", "[advantage][group_normalize]") {
+    const auto contiguous = contiguous_batch(16, 300, 41);
+    const auto ragged = ragged_batch(42, true);
+    for (const auto* data : {&contiguous, &ragged})
+        for (auto center : {center_mode::group_mean, center_mode::window_median, center_mode::leave_one_out}) {
+            group_normalize_options options;
+            options.center = center;
+            options.threads = 1;
+            const auto one = run<float>(*data, options);
+            options.threads = 2;
+            const auto two = run<float>(*data, options);
+            CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(double)) == 0);
+        }
+}
+
+TEST_CASE("moments: Welford add, Chan's merge of parts equals the whole", "[advantage][moments]") {
+    const auto values = random_values(1000, 8, 1e6, 3.0);
+    moments whole;
+    for (double value : values) whole.add(value);
+    CHECK(whole.mean == Approx(reference::mean_of(values)).epsilon(1e-14));
+    CHECK(whole.variance(1) == Approx(reference::variance_of(values, 1)).epsilon(1e-10));
+    CHECK(whole.variance(0) == Approx(reference::variance_of(values, 0)).epsilon(1e-10));
+    for (std::size_t parts : {2, 3, 7, 64}) {
+        moments merged;
+        for (std::size_t p = 0; p < parts; ++p) {
+            const auto [begin, end] = core::block(1000, static_cast<index_type>(parts), static_cast<index_type>(p));
+            const std::vector<double> shard(values.begin() + begin, values.begin() + end);
+            merged = merge(merged, batch_moments(shard));
+        }
+        INFO("parts " << parts);
+        CHECK(merged.count == 1000);
+        CHECK(merged.mean == Approx(whole.mean).epsilon(1e-14));
+        CHECK(merged.variance(1) == Approx(whole.variance(1)).epsilon(1e-10));
+    }
+    // Merged batch statistics drive batch_std exactly as the local ones do.
+    const auto rewards = random_values(64, 12);
+    const std::vector<double> left(rewards.begin(), rewards.begin() + 24), right(rewards.begin() + 24, rewards.end());
+    reward_inputs<double> inputs;
+    inputs.rewards = rewards;
+    inputs.grouping = contiguous_groups(8);
+    inputs.batch_statistics = merge(batch_moments(left), batch_moments(right));
+    std::vector<double> with_merged(64), local(64);
+    const auto options = presets::trl(presets::trl_scale_rewards::batch);
+    group_normalize(inputs, with_merged, options);
+    group_normalize(rewards, contiguous_groups(8), local, options);
+    CHECK(relative_error(with_merged, local) < 1e-13);
+    CHECK(relative_error(local, reference::trl_grpo(rewards, 8, reference::trl_scale::batch)) < 1e-12);
+    // Weighted adds: integer weights equal repeated values; a constant stream has M2 = 0 exactly.
+    moments weighted, repeated, constant;
+    weighted.add(2.0, 3);
+    weighted.add(5.0, 1);
+    for (double value : {2.0, 2.0, 2.0, 5.0}) repeated.add(value);
+    CHECK(weighted.mean == Approx(repeated.mean));
+    CHECK(weighted.m2 == Approx(repeated.m2));
+    for (int i = 0; i < 16; ++i) constant.add(0.95);
+    CHECK(constant.m2 == 0.0);
+    CHECK(moments{}.variance(1) == 0.0);
+    const std::vector<std::uint8_t> mask = {1, 0, 1};
+    const std::vector<double> three = {1.0, 100.0, 3.0};
+    CHECK(batch_moments(vector_view<const double>(three), vector_view<const std::uint8_t>(mask)).mean == 2.0);
+}
