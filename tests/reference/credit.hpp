@@ -219,10 +219,14 @@ inline matrix hapo_token_advantages(const std::vector<double>& score, const matr
         long double squares = 0;
         for (ptrdiff_t i : members) squares += length[i] * (score[i] - mu) * (score[i] - mu);
         const long double sigma = std::sqrt(squares / count);
+        // Equal scores on every valid token: no spread, A = 0 (exactly; the long double mean need not be).
+        bool spread = false;
+        for (ptrdiff_t i : members)
+            for (ptrdiff_t j : members) spread = spread || (length[i] > 0 && length[j] > 0 && score[i] != score[j]);
         std::vector<double> a(rows, 0.0);
         bool fallback = false;
         for (ptrdiff_t i : members) {
-            a[i] = squares == 0 ? 0.0 : static_cast<double>((score[i] - mu) / (sigma + eps));
+            a[i] = !spread ? 0.0 : static_cast<double>((score[i] - mu) / (sigma + eps));
             if (length[i] > 0 && std::abs(a[i]) >= 5) fallback = true;
         }
         if (fallback) {
