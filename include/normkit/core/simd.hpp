@@ -16,6 +16,10 @@
 
 #include <xsimd/xsimd.hpp>
 
+#if defined(__SSE2__) || defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -40,6 +44,170 @@ inline batch_mask<C> lanes_below(index_type count) {
     return batch<C>::load_aligned(positions) < batch<C>(static_cast<C>(count));
 }
 
+namespace detail {
+
+// The full-batch conversions between 16-bit storage and float lanes. With the
+// instruction set that matches the float batch width (AVX-512F: 16 lanes,
+// AVX2: 8, SSE2: 4) they are integer widening / narrowing (bf16) or F16C
+// (fp16, only where __F16C__ is defined, which is also when Eigen's own scalar
+// fp16 conversion uses it, so the bits agree); otherwise a scalar loop. Every
+// path rounds exactly as core::float_to_bfloat16_bits / Eigen::half do. They
+// are templates on the batch type so that only the branch of the enabled
+// instruction set is instantiated.
+template <class B = batch<float>>
+inline B widen_bfloat16(const std::uint16_t* source) {
+    using U = xsimd::batch<std::uint32_t, typename B::arch_type>;
+    constexpr index_type lanes = static_cast<index_type>(B::size);
+#if defined(__AVX512F__)
+    if constexpr (lanes == 16) {
+        // The maskz forms: GCC 12 warns that the unmasked ones read an uninitialized register.
+        const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(source));
+        return B(_mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, bits), 16)));
+    }
+#endif
+#if defined(__AVX2__)
+    if constexpr (lanes == 8) {
+        const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(source));
+        return B(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16)));
+    }
+#endif
+#if defined(__SSE2__)
+    if constexpr (lanes == 4) {
+        // Interleaving zeros below each 16-bit value is the shift by 16.
+        const __m128i bits = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(source));
+        return B(_mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), bits)));
+    }
+#endif
+    alignas(64) std::uint32_t widened[lanes];
+    for (index_type lane = 0; lane < lanes; ++lane) widened[lane] = static_cast<std::uint32_t>(source[lane]) << 16;
+    return xsimd::bitwise_cast<B>(U::load_aligned(widened));
+}
+
+// Round to nearest, ties to even, any NaN to the quiet NaN 0x7fc0: the 32-bit
+// lanes of the result hold the bf16 bits.
+template <class B>
+inline xsimd::batch<std::uint32_t, typename B::arch_type> bfloat16_rounded_bits(const B& value) {
+    using U = xsimd::batch<std::uint32_t, typename B::arch_type>;
+    const U bits = xsimd::bitwise_cast<U>(value);
+    const U rounded = (bits + (U(0x7fffu) + ((bits >> 16) & U(1u)))) >> 16;
+    const B as_float = xsimd::bitwise_cast<B>(rounded);
+    return xsimd::bitwise_cast<U>(xsimd::select(xsimd::isnan(value), xsimd::bitwise_cast<B>(U(0x7fc0u)), as_float));
+}
+
+template <class B>
+inline void narrow_bfloat16(std::uint16_t* destination, const B& value) {
+    constexpr index_type lanes = static_cast<index_type>(B::size);
+#if defined(__AVX512F__)
+    if constexpr (lanes == 16) {
+        // The rounding of bfloat16_rounded_bits, in maskz intrinsics (see widen_bfloat16).
+        const __m512i bits = _mm512_castps_si512(value);
+        const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(0xffff, bits, 16), _mm512_set1_epi32(1));
+        const __m512i rounded = _mm512_maskz_srli_epi32(0xffff, _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)), 16);
+        const __mmask16 nan = _mm512_cmp_ps_mask(value, value, _CMP_UNORD_Q);
+        const __m512i result = _mm512_mask_mov_epi32(rounded, nan, _mm512_set1_epi32(0x7fc0));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(destination), _mm512_maskz_cvtepi32_epi16(0xffff, result));
+        return;
+    }
+#endif
+    const auto bits = bfloat16_rounded_bits(value);
+#if defined(__AVX2__)
+    if constexpr (lanes == 8) {
+        // Every lane is below 2^16, so the unsigned saturating pack is exact; it
+        // packs within 128-bit halves, and the permute gathers both halves.
+        const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(bits, bits), 0x08);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(destination), _mm256_castsi256_si128(packed));
+        return;
+    }
+#endif
+#if defined(__SSE2__)
+    if constexpr (lanes == 4) {
+        // SSE2 has only the signed pack: sign-extend the low 16 bits first, so it is exact.
+        const __m128i extended = _mm_srai_epi32(_mm_slli_epi32(bits, 16), 16);
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(destination), _mm_packs_epi32(extended, extended));
+        return;
+    }
+#endif
+    alignas(64) std::uint32_t buffer[lanes];
+    bits.store_aligned(buffer);
+    for (index_type lane = 0; lane < lanes; ++lane) destination[lane] = static_cast<std::uint16_t>(buffer[lane]);
+}
+
+// Eigen's scalar fp16 conversion is its software one here (EIGEN_HAS_FP16_C is
+// not set by this Eigen on x86), which agrees with F16C's round-to-nearest-even
+// on every number but not on NaN payloads (F16C keeps them, Eigen writes
+// 0x7e00 and keeps no payload when widening an sNaN quiet). A batch holding a
+// NaN therefore takes the scalar loop, so every bit matches static_cast.
+template <class B>
+inline B widen_half_scalar(const Eigen::half* source) {
+    alignas(64) float buffer[B::size];
+    for (std::size_t lane = 0; lane < B::size; ++lane) buffer[lane] = static_cast<float>(source[lane]);
+    return B::load_aligned(buffer);
+}
+
+template <class B>
+inline void narrow_half_scalar(Eigen::half* destination, const B& value) {
+    alignas(64) float buffer[B::size];
+    value.store_aligned(buffer);
+    for (std::size_t lane = 0; lane < B::size; ++lane) destination[lane] = static_cast<Eigen::half>(buffer[lane]);
+}
+
+template <class B = batch<float>>
+inline B widen_half(const Eigen::half* source) {
+    [[maybe_unused]] constexpr index_type lanes = static_cast<index_type>(B::size);
+#if defined(__F16C__) && defined(__AVX512F__)
+    if constexpr (lanes == 16) {
+        const B value(_mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(source))));
+        return xsimd::any(xsimd::isnan(value)) ? widen_half_scalar<B>(source) : value;
+    }
+#endif
+#if defined(__F16C__) && defined(__AVX__)
+    if constexpr (lanes == 8) {
+        const B value(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(source))));
+        return xsimd::any(xsimd::isnan(value)) ? widen_half_scalar<B>(source) : value;
+    }
+#endif
+#if defined(__F16C__)
+    if constexpr (lanes == 4) {
+        const B value(_mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(source))));
+        return xsimd::any(xsimd::isnan(value)) ? widen_half_scalar<B>(source) : value;
+    }
+#endif
+    return widen_half_scalar<B>(source);
+}
+
+template <class B>
+inline void narrow_half(Eigen::half* destination, const B& value) {
+    [[maybe_unused]] constexpr index_type lanes = static_cast<index_type>(B::size);
+    // Rounding mode 0 is to nearest, ties to even, as Eigen's software conversion.
+#if defined(__F16C__) && defined(__AVX512F__)
+    if constexpr (lanes == 16) {
+        if (!xsimd::any(xsimd::isnan(value))) {
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(destination), _mm512_maskz_cvtps_ph(0xffff, value, 0));
+            return;
+        }
+    }
+#endif
+#if defined(__F16C__) && defined(__AVX__)
+    if constexpr (lanes == 8) {
+        if (!xsimd::any(xsimd::isnan(value))) {
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(destination), _mm256_cvtps_ph(value, 0));
+            return;
+        }
+    }
+#endif
+#if defined(__F16C__)
+    if constexpr (lanes == 4) {
+        if (!xsimd::any(xsimd::isnan(value))) {
+            _mm_storel_epi64(reinterpret_cast<__m128i*>(destination), _mm_cvtps_ph(value, 0));
+            return;
+        }
+    }
+#endif
+    narrow_half_scalar(destination, value);
+}
+
+}  // namespace detail
+
 // Loads `count` (default: a full batch) elements of storage type T as a batch of compute_t<T>.
 template <class T>
 inline batch<compute_t<T>> load(const T* source, index_type count = width<compute_t<T>>) {
@@ -52,15 +220,15 @@ inline batch<compute_t<T>> load(const T* source, index_type count = width<comput
         return batch<C>::load_aligned(buffer);
     } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
         // bf16 is the top half of a float: widen the 16 bits and shift them up.
+        if (count == lanes) return detail::widen_bfloat16(reinterpret_cast<const std::uint16_t*>(source));
         std::uint16_t bits[lanes] = {};
         std::memcpy(bits, source, static_cast<std::size_t>(count) * sizeof(T));
-        alignas(64) std::uint32_t widened[lanes];
-        for (index_type lane = 0; lane < lanes; ++lane) widened[lane] = static_cast<std::uint32_t>(bits[lane]) << 16;
-        return xsimd::bitwise_cast<batch<float>>(batch<std::uint32_t>::load_aligned(widened));
+        return detail::widen_bfloat16(bits);
     } else {
-        alignas(64) float buffer[lanes] = {};
-        for (index_type lane = 0; lane < count; ++lane) buffer[lane] = static_cast<float>(source[lane]);
-        return batch<float>::load_aligned(buffer);
+        if (count == lanes) return detail::widen_half(source);
+        Eigen::half buffer[lanes] = {};
+        std::memcpy(static_cast<void*>(buffer), source, static_cast<std::size_t>(count) * sizeof(T));
+        return detail::widen_half(buffer);
     }
 }
 
@@ -78,15 +246,21 @@ inline void store(T* destination, const batch<compute_t<T>>& value, index_type c
         value.store_aligned(buffer);
         std::memcpy(destination, buffer, static_cast<std::size_t>(count) * sizeof(T));
     } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-        alignas(64) float buffer[lanes];
-        value.store_aligned(buffer);
+        if (count == lanes) {
+            detail::narrow_bfloat16(reinterpret_cast<std::uint16_t*>(destination), value);
+            return;
+        }
         std::uint16_t bits[lanes];
-        for (index_type lane = 0; lane < lanes; ++lane) bits[lane] = float_to_bfloat16_bits(buffer[lane]);
+        detail::narrow_bfloat16(bits, value);
         std::memcpy(destination, bits, static_cast<std::size_t>(count) * sizeof(T));
     } else {
-        alignas(64) float buffer[lanes];
-        value.store_aligned(buffer);
-        for (index_type lane = 0; lane < count; ++lane) destination[lane] = static_cast<T>(buffer[lane]);
+        if (count == lanes) {
+            detail::narrow_half(destination, value);
+            return;
+        }
+        Eigen::half buffer[lanes];
+        detail::narrow_half(buffer, value);
+        std::memcpy(static_cast<void*>(destination), buffer, static_cast<std::size_t>(count) * sizeof(T));
     }
 }
 
