@@ -1,5 +1,5 @@
-// Element-wise math on batches: xsimd's exp, tanh, erf and pow, each
-// flattened (everything it calls inlined into it).
+// Element-wise math on batches: xsimd's exp, tanh, erf, pow, max and min,
+// each flattened (everything it calls inlined into it).
 //
 // Why a wrapper: GCC 12 at -march with AVX-512 reports the unmasked AVX-512
 // intrinsics inside xsimd's math (their _mm512_undefined_* operand) as reads of
@@ -37,6 +37,17 @@ template <class C>
 template <class C>
 [[gnu::flatten]] inline batch<C> pow(const batch<C>& x, const batch<C>& y) {
     return xsimd::pow(x, y);
+}
+
+// Lane-wise maximum and minimum (xsimd::max / min).
+template <class C>
+[[gnu::flatten]] inline batch<C> maximum(const batch<C>& x, const batch<C>& y) {
+    return xsimd::max(x, y);
+}
+
+template <class C>
+[[gnu::flatten]] inline batch<C> minimum(const batch<C>& x, const batch<C>& y) {
+    return xsimd::min(x, y);
 }
 
 }  // namespace normkit::core
