@@ -62,7 +62,7 @@ TEMPLATE_TEST_CASE("logit_norm_loss and its gradient match the reference over cl
     for (index_type classes : {index_type(1), index_type(2), index_type(3), index_type(10), index_type(17), index_type(33), index_type(100)}) {
         for (double temperature : {1.0, 0.04}) check_loss<TestType>(5, classes, temperature, classes % 3, seed++);
     }
-    check_loss<TestType>(2, 1000, 1.0, 1, seed++);
+    check_loss<TestType>(2, 257, 1.0, 1, seed++);
 }
 
 TEST_CASE("logit_norm_loss degenerate rows", "[logit_norm]") {
