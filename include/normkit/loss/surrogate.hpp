@@ -45,18 +45,19 @@
 // that needs it → normkit::error naming the argument.
 #pragma once
 
-#include "aggregate.hpp"
-
-#include <limits>
-#include <optional>
-
 // GCC 12 reports the unmasked AVX-512 intrinsics inside xsimd's exp (their _mm512_undefined operand)
-// as reads of an uninitialized register, a false positive; it is silenced for this header only.
+// as reads of an uninitialized register, a false positive; it is silenced for this header (pushed
+// before the includes, so that xsimd's own lines are covered when this header is the first to include it).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+
+#include "aggregate.hpp"
+
+#include <limits>
+#include <optional>
 
 namespace normkit::loss {
 
