@@ -68,6 +68,10 @@
 #include <optional>
 #include <vector>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace normkit::advantage {
 
 enum class center_mode { group_mean, batch_mean, leave_one_out, length_weighted, window_median, window_mean, baseline, none };
@@ -218,6 +222,59 @@ moments contiguous_moments(const T* x, index_type n) {
     return result;
 }
 
+// Moments of 16 contiguous groups of `size` values at once, one group per lane, by the shifted
+// one-pass sums over x − x₀ (x₀ the group's first value): with x₀ a member of the group, the
+// variance's relative rounding error is O(n²·ε) in double, and a constant group has Σ(x − x₀) = 0
+// exactly, hence variance 0 exactly. AVX-512 gathers read the groups' j-th values; elsewhere
+// block_moments_available is false and contiguous_moments serves every group.
+#if defined(__AVX512F__)
+inline constexpr bool has_block_moments = true;
+#else
+inline constexpr bool has_block_moments = false;
+#endif
+
+#if defined(__AVX512F__)
+inline void sixteen_group_moments(const float* x, index_type size, moments* stats) {
+    const __m512i index = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32(static_cast<int>(size)));
+    // Masked gathers with a zero source: the unmasked form's undefined source trips GCC 12's -Wmaybe-uninitialized.
+    const auto gather = [&](index_type j) { return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), __mmask16(0xffff), index, x + j, 4); };
+    // maskz forms throughout, for the same reason.
+    const auto low_half = [](__m512 v) {
+        return _mm512_maskz_cvtps_pd(__mmask8(0xff), _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xf), _mm512_castps_pd(v), 0)));
+    };
+    const auto high_half = [](__m512 v) {
+        return _mm512_maskz_cvtps_pd(__mmask8(0xff), _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xf), _mm512_castps_pd(v), 1)));
+    };
+    const __m512 first = gather(0);
+    const __m512d shift_low = low_half(first), shift_high = high_half(first);
+    __m512d sum_low = _mm512_setzero_pd(), sum_high = _mm512_setzero_pd(), square_low = _mm512_setzero_pd(), square_high = _mm512_setzero_pd();
+    for (index_type j = 1; j < size; ++j) {
+        const __m512 value = gather(j);
+        const __m512d low = _mm512_sub_pd(low_half(value), shift_low), high = _mm512_sub_pd(high_half(value), shift_high);
+        sum_low = _mm512_add_pd(sum_low, low);
+        sum_high = _mm512_add_pd(sum_high, high);
+        square_low = _mm512_fmadd_pd(low, low, square_low);
+        square_high = _mm512_fmadd_pd(high, high, square_high);
+    }
+    alignas(64) double shift[16], sum[16], square[16];
+    _mm512_store_pd(shift, shift_low);
+    _mm512_store_pd(shift + 8, shift_high);
+    _mm512_store_pd(sum, sum_low);
+    _mm512_store_pd(sum + 8, sum_high);
+    _mm512_store_pd(square, square_low);
+    _mm512_store_pd(square + 8, square_high);
+    const double count = static_cast<double>(size);
+    for (int k = 0; k < 16; ++k) {
+        stats[k].count = count;
+        stats[k].mean = shift[k] + sum[k] / count;
+        stats[k].m2 = std::max(square[k] - sum[k] * sum[k] / count, 0.0);
+        // Non-finite inputs leave non-finite sums; the caller sends such groups to the general path.
+        if (!std::isfinite(sum[k]) || !std::isfinite(square[k]) || !std::isfinite(shift[k])) stats[k].mean = std::numeric_limits<double>::quiet_NaN();
+    }
+}
+#endif
+
 inline bool per_group_center(center_mode center) {
     return center == center_mode::group_mean || center == center_mode::leave_one_out || center == center_mode::length_weighted ||
            center == center_mode::window_median || center == center_mode::window_mean;
@@ -288,6 +345,7 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
     const bool scaled = options.scale != scale_mode::none;
     const double low = options.clip_min, high = options.clip_max;
     const auto finish = [&](double value) { return static_cast<O>(std::min(std::max(value, low), high)); };
+    const bool clipped = std::isfinite(low) || std::isfinite(high);
 
     // The common case (GRPO / Dr. GRPO on contiguous groups, nothing masked): one SIMD sweep per group.
     const bool fast = layout.size >= 2 && in.valid.empty() && tokens.empty() && options.center == center_mode::group_mean &&
@@ -383,32 +441,56 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
         });
     };
 
-    const auto fast_group = [&](index_type g, std::vector<double>& scratch) {
+    // Writes (x − μ)/D(v) for contiguous group g from its moments, or hands a non-finite group to the general path.
+    const auto write_group = [&](index_type g, const moments& stats, std::vector<double>& scratch) {
+        if (!std::isfinite(stats.mean) || !std::isfinite(stats.m2)) return general_group(g, scratch);  // NaN or ±inf inside
         const index_type size = layout.size;
         const T* x = in.rewards.data + g * size;
-        const auto stats = contiguous_moments(x, size);
-        if (!std::isfinite(stats.mean) || !std::isfinite(stats.m2)) return general_group(g, scratch);  // NaN or ±inf inside
         const double denominator = scaled ? divisor(stats.variance(options.ddof), options.eps, options.placement) : 1.0;
         using B = core::batch<double>;
         constexpr index_type W = core::width<double>;
         const index_type full = size - size % W;
         O* y = out.data + g * size;
-        const B mean(stats.mean), divide(denominator), lowest(low), highest(high);
-        for (index_type j = 0; j < full; j += W) {
-            // select, not xsimd::min/max: GCC 12 flags those AVX-512 intrinsics as maybe-uninitialized.
-            B value = (B::load_unaligned(x + j) - mean) / divide;
-            value = xsimd::select(value < lowest, lowest, value);
-            value = xsimd::select(value > highest, highest, value);
-            value.store_unaligned(y + j);
+        // One reciprocal per group and a multiply per sample (a vector divide per sample costs more than the
+        // memory traffic); the result is within one double rounding of the quotient.
+        const B mean(stats.mean), scale(1.0 / denominator), lowest(low), highest(high);
+        if (clipped) {
+            for (index_type j = 0; j < full; j += W) {
+                // select, not xsimd::min/max: GCC 12 flags those AVX-512 intrinsics as maybe-uninitialized.
+                B value = (B::load_unaligned(x + j) - mean) * scale;
+                value = xsimd::select(value < lowest, lowest, value);
+                value = xsimd::select(value > highest, highest, value);
+                value.store_unaligned(y + j);
+            }
+        } else {
+            for (index_type j = 0; j < full; j += W) ((B::load_unaligned(x + j) - mean) * scale).store_unaligned(y + j);
         }
         for (index_type j = full; j < size; ++j) y[j] = finish((static_cast<double>(x[j]) - stats.mean) / denominator);
     };
 
-    core::parallel_for(layout.count, options.threads, [&](index_type begin, index_type end) {
+    // Groups are taken in fixed blocks of 16 (block b = groups 16b .. 16b + 15), so a group's arithmetic does not
+    // depend on how the blocks are split among threads.
+    constexpr index_type block_groups = 16;
+    const index_type blocks = (layout.count + block_groups - 1) / block_groups;
+    core::parallel_for(fast ? blocks : layout.count, options.threads, [&](index_type begin, index_type end) {
         std::vector<double> scratch;
-        for (index_type g = begin; g < end; ++g) {
-            if (fast) fast_group(g, scratch);
-            else general_group(g, scratch);
+        if (!fast) {
+            for (index_type g = begin; g < end; ++g) general_group(g, scratch);
+            return;
+        }
+        for (index_type block = begin; block < end; ++block) {
+            const index_type first = block * block_groups, last = std::min(first + block_groups, layout.count);
+            if constexpr (has_block_moments && std::is_same_v<T, float>) {
+                if (last - first == block_groups && layout.size <= (index_type(1) << 26)) {
+                    moments stats[block_groups];
+                    sixteen_group_moments(in.rewards.data + first * layout.size, layout.size, stats);
+                    for (index_type k = 0; k < block_groups; ++k) write_group(first + k, stats[k], scratch);
+                    continue;
+                }
+            }
+            {
+                for (index_type g = first; g < last; ++g) write_group(g, contiguous_moments(in.rewards.data + g * layout.size, layout.size), scratch);
+            }
         }
     });
     if (const index_type i = bad_reward.load(); i >= 0)
