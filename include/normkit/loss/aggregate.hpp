@@ -52,6 +52,14 @@
 #include <limits>
 #include <optional>
 
+// The per-token bodies of the fused loops are forced inline: called through a function they would
+// pass their batches through memory.
+#if defined(__GNUC__)
+#define NORMKIT_LOSS_INLINE inline __attribute__((always_inline))
+#else
+#define NORMKIT_LOSS_INLINE inline
+#endif
+
 namespace normkit::loss {
 
 enum class aggregation_mode { token_mean, token_sum, seq_mean_token_sum, seq_mean_token_mean, seq_mean_token_sum_norm, delta_l };

@@ -49,7 +49,7 @@ inline kl_options k3_plus() {
 namespace detail {
 
 template <kl_estimator E, bool StraightThrough, class C>
-inline void kl_batch(const core::batch<C>& x, const core::batch<C>& reference, bool clamp, core::batch<C>& value, core::batch<C>& gradient) {
+NORMKIT_LOSS_INLINE void kl_batch(const core::batch<C>& x, const core::batch<C>& reference, bool clamp, core::batch<C>& value, core::batch<C>& gradient) {
     using core::batch;
     const batch<C> d = x - reference;
     if constexpr (E == kl_estimator::k1) {

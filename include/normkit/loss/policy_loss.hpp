@@ -154,10 +154,15 @@ policy_loss_result policy_loss(const policy_inputs<T>& inputs, matrix_view<T> gr
     const bool sequence = is_sequence_level(options.surrogate.mode);
     const C beta = static_cast<C>(options.kl_coefficient);
     const C entropy_coefficient = static_cast<C>(options.entropy_coefficient);
+    const bool binary = aggregation.mask_values == mask_rule::binary;
     const auto rule = aggregation.mask_values;
     constexpr index_type width = 9;
+    constexpr index_type lanes = core::width<C>;
 
-    const auto run = [&](auto estimator, auto straight, auto with_kl, auto with_entropy) {
+    // PPO clip, the common case, is computed inside the aggregation loop (no per-chunk buffers); the
+    // other surrogates go through surrogate_chunk, so only one of them is instantiated per KL variant.
+    const bool ppo = options.surrogate.mode == surrogate_mode::ppo_clip;
+    const auto run = [&](auto estimator, auto straight, auto with_kl, auto with_entropy, auto fused_ppo) {
         return core::reduce_rows<double>(rows, width, options.threads, [&](index_type begin, index_type end, double* partial) {
             row_reader<T> reader(inputs);
             chunk_buffer<C> loss_buffer, derivative_buffer, reference_buffer, entropy_buffer;
@@ -169,66 +174,73 @@ policy_loss_result policy_loss(const policy_inputs<T>& inputs, matrix_view<T> gr
                 const C a = static_cast<C>(plan.scale(n_row));
                 const batch<C> a_b(a), entropy_scale(-entropy_coefficient * a);
                 const sequence_state<C> state = sequence ? sequence_row(p, reader, static_cast<const matrix_view<const T>*>(nullptr)) : sequence_state<C>{};
-                std::array<double, 7> row_sums{};
-                double row_tokens = 0;
+                surrogate_sums<C> metrics;
+                batch<C> policy_sum = zero, kl_sum = zero, entropy_sum = zero, bad_sum = zero;
                 for (index_type offset = 0; offset < cols; offset += chunk_size) {
                     const index_type n = std::min(chunk_size, cols - offset);
                     const C* xc = reader.x(offset, n);
                     const C* oc = reader.old(offset, n, xc);
                     const C* ac = reader.advantages(offset, n);
                     const C* mc = reader.mask(offset, n);
-                    const auto metrics = surrogate_chunk(p, state, xc, oc, ac, mc, n, loss_buffer.values, derivative_buffer.values);
+                    if constexpr (!decltype(fused_ppo)::value)
+                        surrogate_chunk(p, state, xc, oc, ac, mc, n, loss_buffer.values, derivative_buffer.values, metrics);
                     const C* rc = with_kl ? compute_chunk(inputs.ref_log_probs.row(row) + offset, n, reference_buffer.values) : nullptr;
                     const C* hc = with_entropy ? compute_chunk(inputs.entropies.row(row) + offset, n, entropy_buffer.values) : nullptr;
                     T* gradient_row = gradient.empty() ? nullptr : gradient.row(row) + offset;
                     T* entropy_gradient_row = entropy_gradient.empty() ? nullptr : entropy_gradient.row(row) + offset;
-                    const auto sums = core::sum_batches<4, C>(n, [&](index_type i, index_type c) {
+                    for (index_type i = 0; i < n; i += lanes) {
+                        const index_type c = std::min(lanes, n - i);
                         const auto mv = core::load(mc + i, c);
                         const auto selected = mv != zero;
-                        const auto bad = rule == mask_rule::binary ? (selected & (mv != one)) : !((mv >= zero) & (mv < infinity));
-                        auto g = batch<C>::load_aligned(derivative_buffer.values + i);
-                        batch<C> k = zero, h = zero;
+                        const auto bad = binary ? (selected & (mv != one)) : !((mv >= zero) & (mv < infinity));
+                        batch<C> ell, g;
+                        if constexpr (decltype(fused_ppo)::value) {
+                            const auto terms = surrogate_batch<surrogate_mode::ppo_clip>(p, state, core::load(xc + i, c), core::load(oc + i, c),
+                                                                                         core::load(ac + i, c));
+                            metrics.add(terms, mv, selected);
+                            ell = terms.loss;
+                            g = terms.derivative;
+                        } else {
+                            ell = batch<C>::load_aligned(loss_buffer.values + i);
+                            g = batch<C>::load_aligned(derivative_buffer.values + i);
+                        }
                         if constexpr (decltype(with_kl)::value) {
-                            batch<C> gk;
+                            batch<C> k, gk;
                             kl_batch<decltype(estimator)::value, decltype(straight)::value>(core::load(xc + i, c), core::load(rc + i, c),
                                                                                            options.kl.clamp, k, gk);
                             g += beta_b * gk;
+                            kl_sum += xsimd::select(selected, mv * k, zero);
                         }
-                        if constexpr (decltype(with_entropy)::value) h = core::load(hc + i, c);
+                        if constexpr (decltype(with_entropy)::value) entropy_sum += xsimd::select(selected, mv * core::load(hc + i, c), zero);
                         if (gradient_row) core::store(gradient_row + i, xsimd::select(selected, a_b * mv * g, zero), c);
                         if (entropy_gradient_row) core::store(entropy_gradient_row + i, xsimd::select(selected, entropy_scale * mv, zero), c);
-                        return std::array<batch<C>, 4>{xsimd::select(selected, mv * batch<C>::load_aligned(loss_buffer.values + i), zero),
-                                                       xsimd::select(selected, mv * k, zero), xsimd::select(selected, mv * h, zero),
-                                                       xsimd::select(bad, one, zero)};
-                    });
-                    for (std::size_t k = 0; k < 4; ++k) row_sums[k] += static_cast<double>(sums[k]);
-                    for (std::size_t k = 0; k < 3; ++k) row_sums[4 + k] += static_cast<double>(metrics[k]);
-                    row_tokens += static_cast<double>(metrics[3]);
+                        policy_sum += xsimd::select(selected, mv * ell, zero);
+                        bad_sum += xsimd::select(bad, one, zero);
+                    }
                 }
                 const double scale = static_cast<double>(a);
-                partial[0] += scale * row_sums[0];
-                partial[1] += scale * row_sums[1];
-                partial[2] += scale * row_sums[2];
-                partial[3] += row_sums[4];
-                partial[4] += row_sums[5];
-                partial[5] += row_sums[6];
-                partial[6] += row_tokens;
-                partial[7] += row_tokens > 0 ? 1.0 : 0.0;
-                partial[8] += row_sums[3];
+                partial[0] += scale * static_cast<double>(core::horizontal_sum(policy_sum));
+                partial[1] += scale * static_cast<double>(core::horizontal_sum(kl_sum));
+                partial[2] += scale * static_cast<double>(core::horizontal_sum(entropy_sum));
+                add_surrogate_sums(metrics, partial + 3);  // clipped, lower, x_old − x, tokens → 3..6
+                partial[7] += core::horizontal_sum(metrics.tokens) > 0 ? 1.0 : 0.0;
+                partial[8] += static_cast<double>(core::horizontal_sum(bad_sum));
             }
         });
     };
     const double* totals;
     if (has_kl) {
         totals = with_kl_estimator(options.kl, [&](auto estimator, auto straight) {
-            return core::with_flags([&](auto with_entropy) { return run(estimator, straight, std::true_type{}, with_entropy); }, has_entropy);
+            return core::with_flags(
+                [&](auto with_entropy, auto fused_ppo) { return run(estimator, straight, std::true_type{}, with_entropy, fused_ppo); }, has_entropy,
+                ppo);
         });
     } else {
         totals = core::with_flags(
-            [&](auto with_entropy) {
-                return run(std::integral_constant<kl_estimator, kl_estimator::k1>{}, std::false_type{}, std::false_type{}, with_entropy);
+            [&](auto with_entropy, auto fused_ppo) {
+                return run(std::integral_constant<kl_estimator, kl_estimator::k1>{}, std::false_type{}, std::false_type{}, with_entropy, fused_ppo);
             },
-            has_entropy);
+            has_entropy, ppo);
     }
     policy_loss_result result;
     result.policy_loss = totals[0];

@@ -183,7 +183,7 @@ struct token_terms {
 };
 
 template <surrogate_mode M, class C>
-inline token_terms<C> surrogate_batch(const surrogate_parameters<C>& p, const sequence_state<C>& row, const core::batch<C>& x,
+NORMKIT_LOSS_INLINE token_terms<C> surrogate_batch(const surrogate_parameters<C>& p, const sequence_state<C>& row, const core::batch<C>& x,
                                       const core::batch<C>& old, const core::batch<C>& a) {
     using core::batch;
     const batch<C> zero(C(0)), one(C(1));
@@ -348,39 +348,63 @@ sequence_state<core::compute_t<T>> sequence_row(const surrogate_parameters<core:
     return state;
 }
 
-// One chunk: ℓ and the derivative into buffers; returns the masked sums of clipped, clipped_lower,
-// x_old − x and m.
+// Masked sums a row accumulates lane-wise (reduced once per row).
+template <class C>
+struct surrogate_sums {
+    // Parentheses, not braces: a braced batch is xsimd's lane-by-lane initializer list.
+    core::batch<C> clipped = core::batch<C>(C(0)), clipped_lower = core::batch<C>(C(0)), negative_log_ratio = core::batch<C>(C(0)),
+                   tokens = core::batch<C>(C(0));
+
+    NORMKIT_LOSS_INLINE void add(const token_terms<C>& terms, const core::batch<C>& mask, const core::batch_mask<C>& selected) {
+        const core::batch<C> zero(C(0));
+        clipped += xsimd::select(selected, mask * terms.clipped, zero);
+        clipped_lower += xsimd::select(selected, mask * terms.clipped_lower, zero);
+        negative_log_ratio += xsimd::select(selected, mask * terms.negative_log_ratio, zero);
+        tokens += mask;
+    }
+};
+
+// One chunk: ℓ and the derivative into buffers, the masked metrics into `sums`.
 template <surrogate_mode M, class C>
-std::array<C, 4> surrogate_chunk_as(const surrogate_parameters<C>& p, const sequence_state<C>& row, const C* x, const C* old, const C* a,
-                                    const C* m, index_type n, C* loss, C* derivative) {
+void surrogate_chunk_as(const surrogate_parameters<C>& p, const sequence_state<C>& row, const C* x, const C* old, const C* a, const C* m,
+                        index_type n, C* loss, C* derivative, surrogate_sums<C>& sums) {
     using core::batch;
+    constexpr index_type lanes = core::width<C>;
     const batch<C> zero(C(0));
-    return core::sum_batches<4, C>(n, [&](index_type i, index_type c) {
+    for (index_type i = 0; i < n; i += lanes) {
+        const index_type c = std::min(lanes, n - i);
         const auto terms = surrogate_batch<M>(p, row, core::load(x + i, c), core::load(old + i, c), core::load(a + i, c));
         terms.loss.store_aligned(loss + i);
         terms.derivative.store_aligned(derivative + i);
         const auto mv = core::load(m + i, c);
-        const auto selected = mv != zero;
-        return std::array<batch<C>, 4>{xsimd::select(selected, mv * terms.clipped, zero), xsimd::select(selected, mv * terms.clipped_lower, zero),
-                                       xsimd::select(selected, mv * terms.negative_log_ratio, zero), mv};
-    });
+        sums.add(terms, mv, mv != zero);
+    }
 }
 
 template <class C>
-std::array<C, 4> surrogate_chunk(const surrogate_parameters<C>& p, const sequence_state<C>& row, const C* x, const C* old, const C* a,
-                                 const C* m, index_type n, C* loss, C* derivative) {
+void surrogate_chunk(const surrogate_parameters<C>& p, const sequence_state<C>& row, const C* x, const C* old, const C* a, const C* m,
+                     index_type n, C* loss, C* derivative, surrogate_sums<C>& sums) {
     switch (p.mode) {
-        case surrogate_mode::ppo_clip: return surrogate_chunk_as<surrogate_mode::ppo_clip>(p, row, x, old, a, m, n, loss, derivative);
-        case surrogate_mode::cispo_clip: return surrogate_chunk_as<surrogate_mode::cispo_clip>(p, row, x, old, a, m, n, loss, derivative);
-        case surrogate_mode::cispo_cap: return surrogate_chunk_as<surrogate_mode::cispo_cap>(p, row, x, old, a, m, n, loss, derivative);
-        case surrogate_mode::gspo_token: return surrogate_chunk_as<surrogate_mode::gspo_token>(p, row, x, old, a, m, n, loss, derivative);
-        case surrogate_mode::gspo_sequence: return surrogate_chunk_as<surrogate_mode::gspo_sequence>(p, row, x, old, a, m, n, loss, derivative);
-        case surrogate_mode::sapo: return surrogate_chunk_as<surrogate_mode::sapo>(p, row, x, old, a, m, n, loss, derivative);
-        case surrogate_mode::reinforce: return surrogate_chunk_as<surrogate_mode::reinforce>(p, row, x, old, a, m, n, loss, derivative);
-        case surrogate_mode::gmpo: return surrogate_chunk_as<surrogate_mode::gmpo>(p, row, x, old, a, m, n, loss, derivative);
-        case surrogate_mode::gft: return surrogate_chunk_as<surrogate_mode::gft>(p, row, x, old, a, m, n, loss, derivative);
+        case surrogate_mode::ppo_clip: return surrogate_chunk_as<surrogate_mode::ppo_clip>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::cispo_clip: return surrogate_chunk_as<surrogate_mode::cispo_clip>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::cispo_cap: return surrogate_chunk_as<surrogate_mode::cispo_cap>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::gspo_token: return surrogate_chunk_as<surrogate_mode::gspo_token>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::gspo_sequence:
+            return surrogate_chunk_as<surrogate_mode::gspo_sequence>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::sapo: return surrogate_chunk_as<surrogate_mode::sapo>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::reinforce: return surrogate_chunk_as<surrogate_mode::reinforce>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::gmpo: return surrogate_chunk_as<surrogate_mode::gmpo>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::gft: return surrogate_chunk_as<surrogate_mode::gft>(p, row, x, old, a, m, n, loss, derivative, sums);
     }
-    return {};
+}
+
+// Adds a row's metric sums into partial[0..3].
+template <class C>
+void add_surrogate_sums(const surrogate_sums<C>& sums, double* partial) {
+    partial[0] += static_cast<double>(core::horizontal_sum(sums.clipped));
+    partial[1] += static_cast<double>(core::horizontal_sum(sums.clipped_lower));
+    partial[2] += static_cast<double>(core::horizontal_sum(sums.negative_log_ratio));
+    partial[3] += static_cast<double>(core::horizontal_sum(sums.tokens));
 }
 
 // Forward (loss_out given) or backward (upstream and gradient_out given).
@@ -406,14 +430,14 @@ surrogate_metrics policy_surrogate(const policy_inputs<T>& inputs, matrix_view<T
         for (index_type row = begin; row < end; ++row) {
             reader.start(row);
             const sequence_state<C> state = sequence ? sequence_row(p, reader, upstream) : sequence_state<C>{};
+            surrogate_sums<C> sums;
             for (index_type offset = 0; offset < cols; offset += chunk_size) {
                 const index_type n = std::min(chunk_size, cols - offset);
                 const C* xc = reader.x(offset, n);
                 const C* oc = reader.old(offset, n, xc);
                 const C* ac = reader.advantages(offset, n);
                 const C* mc = reader.mask(offset, n);
-                const auto sums = surrogate_chunk(p, state, xc, oc, ac, mc, n, loss_buffer.values, derivative_buffer.values);
-                for (std::size_t k = 0; k < 4; ++k) partial[k] += static_cast<double>(sums[k]);
+                surrogate_chunk(p, state, xc, oc, ac, mc, n, loss_buffer.values, derivative_buffer.values, sums);
                 if (!loss_out.empty()) store_chunk(loss_out.row(row) + offset, loss_buffer.values, n);
                 if (upstream && !gradient_out.empty()) {
                     const C* w = compute_chunk(upstream->row(row) + offset, n, upstream_buffer.values);
@@ -427,6 +451,7 @@ surrogate_metrics policy_surrogate(const policy_inputs<T>& inputs, matrix_view<T
                     });
                 }
             }
+            add_surrogate_sums(sums, partial);
         }
     });
     surrogate_metrics metrics;

@@ -1,0 +1,131 @@
+// The fused policy loss (PPO clip with dual clip + k3 KL + token-mean
+// aggregation, value and d loss / d logπ), B = 64, T = 16384 (one million
+// tokens), fp32, 1 and 2 threads, against memcpy of the same bytes and the
+// same math composed from libtorch ops with autograd.
+//
+// Bytes are the minimum traffic: read logπ, logπ_old, logπ_ref and the mask
+// (4 bytes each a token), the per-sample advantages (B floats), write the
+// gradient (4 bytes a token).
+//   policy_loss               verl's default actor with use_kl_loss, the global token count given
+//                             (verl-new passes it), so the pass reads each input once;
+//   policy_loss_local_count   the same without the global count: one extra read of the mask first.
+#include "harness.hpp"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"  // xsimd's AVX-512 exp out of line (a false positive)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include <normkit/loss/policy_loss.hpp>
+
+#ifdef NORMKIT_HAVE_TORCH
+#include <torch/torch.h>
+#endif
+
+#include <memory>
+#include <string>
+
+namespace {
+
+using namespace normkit;
+using bench::register_case;
+
+struct policy_tensors {
+    index_type rows, cols;
+    std::vector<float> x, old, ref, mask, advantages, gradient;
+    double tokens = 0;
+};
+
+std::shared_ptr<policy_tensors> make_tensors(index_type rows, index_type cols) {
+    auto t = std::make_shared<policy_tensors>();
+    t->rows = rows;
+    t->cols = cols;
+    const auto count = static_cast<std::size_t>(rows * cols);
+    t->x.resize(count);
+    t->old.resize(count);
+    t->ref.resize(count);
+    t->mask.resize(count);
+    t->gradient.resize(count);
+    t->advantages.resize(static_cast<std::size_t>(rows));
+    std::uint32_t state = 12345u;
+    const auto uniform = [&](float low, float high) {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        return low + (high - low) * static_cast<float>(state >> 8) * (1.0f / 16777216.0f);
+    };
+    for (index_type i = 0; i < rows; ++i) {
+        t->advantages[static_cast<std::size_t>(i)] = uniform(-2.0f, 2.0f);
+        const index_type length = static_cast<index_type>(uniform(0.25f, 1.0f) * static_cast<float>(cols));
+        for (index_type j = 0; j < cols; ++j) {
+            const auto k = static_cast<std::size_t>(i * cols + j);
+            t->x[k] = uniform(-4.0f, -0.01f);
+            t->old[k] = t->x[k] + uniform(-0.3f, 0.3f);
+            t->ref[k] = t->x[k] + uniform(-0.3f, 0.3f);
+            t->mask[k] = j < length ? 1.0f : 0.0f;
+            t->tokens += t->mask[k];
+        }
+    }
+    return t;
+}
+
+void register_policy_loss(index_type rows, index_type cols, int threads) {
+    const double count = static_cast<double>(rows * cols);
+    const double bytes = count * 4 * 5 + static_cast<double>(rows) * 4;
+    const std::string shape = std::to_string(rows) + "x" + std::to_string(cols) + (threads > 1 ? ":t" + std::to_string(threads) : "");
+    auto holder = std::make_shared<std::shared_ptr<policy_tensors>>();
+    const auto get = [holder, rows, cols]() -> policy_tensors& {
+        if (!*holder) *holder = make_tensors(rows, cols);
+        return **holder;
+    };
+    for (const bool global_count : {true, false}) {
+        const std::string operation = global_count ? "policy_loss" : "policy_loss_local_count";
+        bench::register_memcpy(operation, shape, bytes);
+        register_case(operation, shape, "normkit", bytes, [=] {
+            auto& t = get();
+            loss::policy_inputs<float> inputs;
+            inputs.log_probs = view(t.x.data(), rows, cols);
+            inputs.old_log_probs = view(t.old.data(), rows, cols);
+            inputs.advantages = view(t.advantages.data(), rows, 1);
+            inputs.mask = view(t.mask.data(), rows, cols);
+            inputs.ref_log_probs = view(t.ref.data(), rows, cols);
+            auto options = loss::presets::verl_actor(true);
+            options.threads = threads;
+            if (global_count) options.aggregation.global_token_count = t.tokens;
+            const auto result = loss::policy_loss(inputs, view(t.gradient.data(), rows, cols), options);
+            benchmark::DoNotOptimize(result.loss);
+            benchmark::DoNotOptimize(t.gradient.data());
+        });
+#ifdef NORMKIT_HAVE_TORCH
+        register_case(operation, shape, "torch", bytes, [=] {
+            auto& t = get();
+            at::set_num_threads(threads);
+            const auto x = torch::from_blob(t.x.data(), {rows, cols}).detach().requires_grad_(true);
+            const auto old = torch::from_blob(t.old.data(), {rows, cols});
+            const auto ref = torch::from_blob(t.ref.data(), {rows, cols});
+            const auto mask = torch::from_blob(t.mask.data(), {rows, cols});
+            const auto advantages = torch::from_blob(t.advantages.data(), {rows, 1});
+            // verl's compute_policy_loss_vanilla + kl_penalty(low_var_kl) + agg_loss(token-mean).
+            const auto ratio = torch::exp(torch::clamp(x - old, -20.0, 20.0));
+            const auto loss1 = -advantages * ratio;
+            const auto loss2 = -advantages * torch::clamp(ratio, 0.8, 1.2);
+            const auto clipped = torch::maximum(loss1, loss2);
+            const auto dual = torch::minimum(-advantages * 3.0, clipped);
+            const auto policy = torch::where(advantages < 0, dual, clipped);
+            const auto kl = torch::clamp(ref - x, -20.0, 20.0);
+            const auto kld = torch::clamp(torch::exp(kl) - kl - 1, -10.0, 10.0);
+            const auto tokens = global_count ? torch::tensor(t.tokens) : mask.sum();
+            const auto value = ((policy + 0.001 * kld) * mask).sum() / tokens;
+            value.backward();
+            benchmark::DoNotOptimize(x.grad().data_ptr());
+        });
+#endif
+    }
+}
+
+const bool registered = [] {
+    for (int threads : {1, 2}) register_policy_loss(64, 16384, threads);
+    return true;
+}();
+
+}  // namespace
