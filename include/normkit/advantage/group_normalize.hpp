@@ -301,7 +301,7 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
     if (options.center == center_mode::baseline)
         core::require(in.baseline.size == n && (in.baseline.data != nullptr || n == 0), "baseline has length ", in.baseline.size,
                       " but rewards has length ", n, " (center_mode::baseline needs one baseline per sample)");
-    const auto layout = resolve(in.grouping, n);
+    const auto& layout = resolve_cached(in.grouping, n);
     const std::vector<double> tokens = token_counts(in, n);
     core::require(options.center != center_mode::length_weighted || !tokens.empty(),
                   "center_mode::length_weighted needs lengths or a token_mask");
@@ -351,42 +351,44 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
     const bool fast = layout.size >= 2 && in.valid.empty() && tokens.empty() && options.center == center_mode::group_mean &&
                       (options.scale == scale_mode::group_std || options.scale == scale_mode::none);
 
-    const auto general_group = [&](index_type g, std::vector<double>& scratch) {
-        index_type count = 0;
-        double sum = 0;
+    // One group, any option: its valid members are collected once (index, value), then every pass reads those.
+    struct group_scratch {
+        std::vector<index_type> members;
+        std::vector<double> values, sorted;
+    };
+    const auto general_group = [&](index_type g, group_scratch& scratch) {
+        auto& members = scratch.members;
+        auto& values = scratch.values;
+        members.clear();
+        values.clear();
         layout.for_members(g, [&](index_type i) {
             if (is_valid(i)) {
-                ++count;
-                sum += static_cast<double>(in.rewards[i]);
+                members.push_back(i);
+                values.push_back(static_cast<double>(in.rewards[i]));
+            } else {
+                out[i] = O(0);
             }
         });
-        if (count == 0) {
-            layout.for_members(g, [&](index_type i) { out[i] = O(0); });
-            return;
-        }
+        const index_type count = static_cast<index_type>(members.size());
+        if (count == 0) return;
         const bool group_based = per_group_center(options.center) || (scaled && per_group_scale(options.scale));
         if (count == 1 && group_based && options.singleton != singleton_policy::keep_raw) {
             if (options.singleton == singleton_policy::error) note(lonely_group, g);
-            layout.for_members(g, [&](index_type i) { out[i] = O(0); });
+            out[members[0]] = O(0);
             return;
         }
         const bool lonely = count == 1 && group_based;  // keep_raw: μ_g = 0, v_g = 1
         const auto stats = two_pass_moments([&](auto&& sink) {
-            layout.for_members(g, [&](index_type i) {
-                if (is_valid(i)) sink(static_cast<double>(in.rewards[i]), 1.0);
-            });
+            for (double value : values) sink(value, 1.0);
         });
-        double center = 0;
-        if (options.center == center_mode::window_median || options.center == center_mode::window_mean ||
-            options.scale == scale_mode::window_spread) {
-            scratch.clear();
-            layout.for_members(g, [&](index_type i) {
-                if (is_valid(i)) scratch.push_back(static_cast<double>(in.rewards[i]));
-            });
-            std::sort(scratch.begin(), scratch.end());
+        double center = 0, window = 0;
+        const bool windowed = options.center == center_mode::window_median || options.center == center_mode::window_mean ||
+                              (scaled && options.scale == scale_mode::window_spread);
+        if (windowed && !lonely) {
+            scratch.sorted.assign(values.begin(), values.end());
+            std::sort(scratch.sorted.begin(), scratch.sorted.end());
+            window = window_center(scratch.sorted, options.window_fraction, options.center != center_mode::window_mean);
         }
-        const double window =
-            scratch.empty() || lonely ? 0.0 : window_center(scratch, options.window_fraction, options.center != center_mode::window_mean);
         switch (options.center) {
             case center_mode::group_mean: center = lonely ? 0.0 : stats.mean; break;
             case center_mode::batch_mean: center = batch.mean; break;
@@ -395,12 +397,10 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
             case center_mode::length_weighted: {
                 if (lonely) break;
                 double weighted = 0, total = 0;
-                layout.for_members(g, [&](index_type i) {
-                    if (is_valid(i)) {
-                        weighted += tokens[i] * static_cast<double>(in.rewards[i]);
-                        total += tokens[i];
-                    }
-                });
+                for (index_type k = 0; k < count; ++k) {
+                    weighted += tokens[members[k]] * values[k];
+                    total += tokens[members[k]];
+                }
                 center = total > 0 ? weighted / total : stats.mean;
                 break;
             }
@@ -416,7 +416,7 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
                     variance = stats.variance(options.ddof);
                 } else {  // window_spread: the RMS deviation about the window's center (GAPO's Q)
                     double squares = 0;
-                    for (double value : scratch) squares += (value - window) * (value - window);
+                    for (double value : values) squares += (value - window) * (value - window);
                     const double dof = static_cast<double>(count - options.ddof);
                     variance = dof > 0 ? squares / dof : 0.0;
                 }
@@ -424,12 +424,9 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
             denominator = divisor(variance, options.eps, options.placement);
         }
         const double stretch = lonely ? 1.0 : static_cast<double>(count) / static_cast<double>(count - 1);
-        layout.for_members(g, [&](index_type i) {
-            if (!is_valid(i)) {
-                out[i] = O(0);
-                return;
-            }
-            const double reward = static_cast<double>(in.rewards[i]);
+        for (index_type k = 0; k < count; ++k) {
+            const index_type i = members[k];
+            const double reward = values[k];
             double deviation;
             switch (options.center) {
                 case center_mode::leave_one_out: deviation = lonely ? reward : (reward - stats.mean) * stretch; break;
@@ -438,11 +435,11 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
                 default: deviation = reward - center; break;
             }
             out[i] = finish(scaled ? deviation / denominator : deviation);
-        });
+        }
     };
 
     // Writes (x − μ)/D(v) for contiguous group g from its moments, or hands a non-finite group to the general path.
-    const auto write_group = [&](index_type g, const moments& stats, std::vector<double>& scratch) {
+    const auto write_group = [&](index_type g, const moments& stats, group_scratch& scratch) {
         if (!std::isfinite(stats.mean) || !std::isfinite(stats.m2)) return general_group(g, scratch);  // NaN or ±inf inside
         const index_type size = layout.size;
         const T* x = in.rewards.data + g * size;
@@ -473,7 +470,7 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
     constexpr index_type block_groups = 16;
     const index_type blocks = (layout.count + block_groups - 1) / block_groups;
     core::parallel_for(fast ? blocks : layout.count, options.threads, [&](index_type begin, index_type end) {
-        std::vector<double> scratch;
+        group_scratch scratch;
         if (!fast) {
             for (index_type g = begin; g < end; ++g) general_group(g, scratch);
             return;

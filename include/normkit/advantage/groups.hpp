@@ -11,7 +11,8 @@
 //   that is not a multiple of G.
 // - With undeclared ids, groups are numbered by first appearance; with a
 //   declared count, group k is id k and may be empty.
-// - Resolving ragged ids costs one counting sort (O(n), allocates); the
+// - Resolving ragged ids costs one pass of a direct table (ids < 4n + 64) or an open-addressing
+//   hash table, and one counting sort; group_normalize reuses per-thread buffers for it. The
 //   contiguous case is pure arithmetic.
 #pragma once
 
@@ -90,28 +91,34 @@ struct group_layout {
     }
 };
 
-inline group_layout resolve(const groups& grouping, index_type samples, const char* what = "rewards") {
-    group_layout layout;
+// Fills `layout` (reusing its storage) for n samples; `dense` is scratch for the per-sample group index.
+inline void resolve_into(group_layout& layout, std::vector<index_type>& dense, const groups& grouping, index_type samples,
+                         const char* what) {
     layout.samples = samples;
+    layout.count = 0;
+    layout.size = 0;
+    layout.labels.clear();
     if (grouping.contiguous()) {
         core::require(samples % grouping.size == 0, what, " has ", samples, " samples, not a multiple of group_size ", grouping.size);
         layout.size = grouping.size;
         layout.count = samples / grouping.size;
-        return layout;
+        return;
     }
     core::require(grouping.ids64 != nullptr || grouping.ids32 != nullptr || samples == 0,
                   "groups: neither a group_size nor group ids were given for ", samples, " samples");
     core::require(grouping.id_count == samples, "group ids has length ", grouping.id_count, " but ", what, " has length ", samples);
     const auto id = [&](index_type i) -> std::int64_t { return grouping.ids64 ? grouping.ids64[i] : grouping.ids32[i]; };
-    std::vector<index_type> dense(static_cast<std::size_t>(samples));
+    dense.resize(static_cast<std::size_t>(samples));
     std::int64_t largest = -1;
     for (index_type i = 0; i < samples; ++i) {
         const std::int64_t value = id(i);
-        core::require(value >= 0, "group ids[", i, "] is negative (", value, ")");
-        core::require(grouping.declared_count < 0 || value < grouping.declared_count, "group ids[", i, "] = ", value,
-                      " is unknown: ids must lie in [0, ", grouping.declared_count, ")");
+        if (value < 0 || (grouping.declared_count >= 0 && value >= grouping.declared_count)) {
+            core::require(value >= 0, "group ids[", i, "] is negative (", value, ")");
+            core::fail("group ids[", i, "] = ", value, " is unknown: ids must lie in [0, ", grouping.declared_count, ")");
+        }
         largest = std::max(largest, value);
     }
+    thread_local std::vector<index_type> table;
     if (grouping.declared_count >= 0) {
         layout.count = grouping.declared_count;
         layout.labels.resize(static_cast<std::size_t>(layout.count));
@@ -119,7 +126,7 @@ inline group_layout resolve(const groups& grouping, index_type samples, const ch
         for (index_type i = 0; i < samples; ++i) dense[i] = static_cast<index_type>(id(i));
     } else if (largest < 4 * samples + 64) {
         // Small ids: a direct table, numbered by first appearance.
-        std::vector<index_type> table(static_cast<std::size_t>(largest + 1), -1);
+        table.assign(static_cast<std::size_t>(largest + 1), -1);
         for (index_type i = 0; i < samples; ++i) {
             index_type& slot = table[static_cast<std::size_t>(id(i))];
             if (slot < 0) {
@@ -129,15 +136,21 @@ inline group_layout resolve(const groups& grouping, index_type samples, const ch
             dense[i] = slot;
         }
     } else {
-        std::unordered_map<std::int64_t, index_type> table;
-        table.reserve(static_cast<std::size_t>(samples));
+        // Large ids: open addressing (linear probing, Fibonacci hashing) over a power-of-two table,
+        // at most half full; slots hold group numbers, whose ids are in labels.
+        std::size_t capacity = 16;
+        while (capacity < 2 * static_cast<std::size_t>(samples)) capacity *= 2;
+        const int shift = 64 - __builtin_ctzll(capacity);
+        table.assign(capacity, -1);
         for (index_type i = 0; i < samples; ++i) {
-            const auto [slot, inserted] = table.try_emplace(id(i), layout.count);
-            if (inserted) {
-                ++layout.count;
-                layout.labels.push_back(id(i));
+            const std::int64_t value = id(i);
+            std::size_t slot = static_cast<std::size_t>((static_cast<std::uint64_t>(value) * 0x9E3779B97F4A7C15ull) >> shift);
+            while (table[slot] >= 0 && layout.labels[static_cast<std::size_t>(table[slot])] != value) slot = (slot + 1) & (capacity - 1);
+            if (table[slot] < 0) {
+                table[slot] = layout.count++;
+                layout.labels.push_back(value);
             }
-            dense[i] = slot->second;
+            dense[i] = table[slot];
         }
     }
     // Counting sort: members of each group in sample order.
@@ -145,8 +158,23 @@ inline group_layout resolve(const groups& grouping, index_type samples, const ch
     for (index_type i = 0; i < samples; ++i) ++layout.offsets[dense[i] + 1];
     for (index_type g = 0; g < layout.count; ++g) layout.offsets[g + 1] += layout.offsets[g];
     layout.order.resize(static_cast<std::size_t>(samples));
-    std::vector<index_type> next(layout.offsets.begin(), layout.offsets.end() - 1);
-    for (index_type i = 0; i < samples; ++i) layout.order[next[dense[i]]++] = i;
+    table.assign(layout.offsets.begin(), layout.offsets.end() - 1);  // the next free position of each group
+    for (index_type i = 0; i < samples; ++i) layout.order[table[dense[i]]++] = i;
+}
+
+inline group_layout resolve(const groups& grouping, index_type samples, const char* what = "rewards") {
+    group_layout layout;
+    std::vector<index_type> dense;
+    resolve_into(layout, dense, grouping, samples, what);
+    return layout;
+}
+
+// The same, into this thread's reusable layout: repeated calls on one thread do not allocate (or
+// page-fault) once the buffers have grown. Valid until the next resolve_cached on the thread.
+inline const group_layout& resolve_cached(const groups& grouping, index_type samples, const char* what = "rewards") {
+    thread_local group_layout layout;
+    thread_local std::vector<index_type> dense;
+    resolve_into(layout, dense, grouping, samples, what);
     return layout;
 }
 
