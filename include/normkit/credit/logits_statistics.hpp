@@ -51,6 +51,10 @@
 #include <limits>
 #include <vector>
 
+#if defined(__AVX512F__) || defined(__AVX2__) || defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 // GCC 12's -Wmaybe-uninitialized flags the _mm512_undefined_ps() operand
 // inside its own AVX-512 intrinsics (max, exp's rounding and conversions; GCC
 // bug 105593, fixed in GCC 13): a false positive, silenced for this header only.
@@ -71,6 +75,10 @@ namespace detail {
 // Elements per chunk: 8 KiB of float, so the second read of a chunk hits L1.
 inline constexpr index_type logits_chunk = 2048;
 
+// How far ahead (in elements) the compute sweep prefetches: two chunks, so the
+// lines arrive before the max sweep reaches them.
+inline constexpr index_type prefetch_distance = 2 * logits_chunk;
+
 template <class C>
 struct row_statistics {
     C max;  // M
@@ -80,6 +88,45 @@ struct row_statistics {
 // d below this gives exp(d) = 0 in C; flooring d there keeps e·d = 0 for z = −inf.
 template <class C>
 inline constexpr C exp_floor = std::is_same_v<C, double> ? C(-800) : C(-200);
+
+// A full batch of T as compute batches. bf16 is widened with one integer
+// instruction (its bits are the top half of a float) where the instruction set
+// has it; core::load's portable byte shuffle costs more than the exp here.
+template <class T>
+inline core::batch<core::compute_t<T>> load_full(const T* source) {
+#if defined(__AVX512F__) || defined(__AVX2__) || defined(__SSE2__)
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+        constexpr index_type lanes = core::width<float>;
+#if defined(__AVX512F__)
+        if constexpr (lanes == 16) {
+            const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(source));
+            return core::batch<float>(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16)));
+        }
+#endif
+#if defined(__AVX2__)
+        if constexpr (lanes == 8) {
+            const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(source));
+            return core::batch<float>(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16)));
+        }
+#endif
+        if constexpr (lanes == 4) {
+            const __m128i bits = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(source));
+            return core::batch<float>(_mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), bits)));
+        }
+    }
+#endif
+    return core::load(source);
+}
+
+// One cache line of the (read-only) row into the cache hierarchy, without faulting.
+template <class T>
+inline void prefetch(const T* address) {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(address, 0, 3);
+#else
+    (void)address;
+#endif
+}
 
 template <class T>
 row_statistics<core::compute_t<T>> logits_row_statistics(const T* z, index_type n, core::compute_t<T> inverse_temperature) {
@@ -95,8 +142,8 @@ row_statistics<core::compute_t<T>> logits_row_statistics(const T* z, index_type 
         batch<C> chunk_max = minus_infinity, chunk_max2 = minus_infinity;
         index_type i = 0;
         for (; i + 2 * lanes <= length; i += 2 * lanes) {
-            chunk_max = xsimd::max(chunk_max, core::load(chunk + i));
-            chunk_max2 = xsimd::max(chunk_max2, core::load(chunk + i + lanes));
+            chunk_max = xsimd::max(chunk_max, load_full(chunk + i));
+            chunk_max2 = xsimd::max(chunk_max2, load_full(chunk + i + lanes));
         }
         for (; i < length; i += lanes) {
             const index_type count = std::min(lanes, length - i);
@@ -123,10 +170,17 @@ row_statistics<core::compute_t<T>> logits_row_statistics(const T* z, index_type 
             running_max = new_max;
         }
         const batch<C> m(running_max);
+        // While this chunk's exps run from L1, ask for the next chunk from memory:
+        // the read and the arithmetic overlap instead of taking turns.
+        const index_type ahead = std::min(logits_chunk, n - begin - prefetch_distance);
         i = 0;
         for (; i + 2 * lanes <= length; i += 2 * lanes) {
-            const auto d0 = xsimd::max(core::load(chunk + i) * scale - m, floor);
-            const auto d1 = xsimd::max(core::load(chunk + i + lanes) * scale - m, floor);
+            if (i < ahead) {
+                prefetch(chunk + prefetch_distance + i);
+                prefetch(chunk + prefetch_distance + i + lanes);
+            }
+            const auto d0 = xsimd::max(load_full(chunk + i) * scale - m, floor);
+            const auto d1 = xsimd::max(load_full(chunk + i + lanes) * scale - m, floor);
             const auto e0 = xsimd::exp(d0);
             const auto e1 = xsimd::exp(d1);
             s0 += e0;
