@@ -301,7 +301,13 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
     if (options.center == center_mode::baseline)
         core::require(in.baseline.size == n && (in.baseline.data != nullptr || n == 0), "baseline has length ", in.baseline.size,
                       " but rewards has length ", n, " (center_mode::baseline needs one baseline per sample)");
-    const auto& layout = resolve_cached(in.grouping, n);
+    // Ragged groups with a per-group mean / std (no window, no lengths): statistics by scatter over dense group
+    // numbers, sample order kept, so no member lists are built (they cost a random write per sample).
+    const bool scatter = !in.grouping.contiguous() && options.center != center_mode::length_weighted &&
+                         options.center != center_mode::window_median && options.center != center_mode::window_mean &&
+                         options.scale != scale_mode::window_spread;
+    const std::vector<index_type>* dense = nullptr;
+    const auto& layout = resolve_cached(in.grouping, n, "rewards", !scatter, &dense);
     const std::vector<double> tokens = token_counts(in, n);
     core::require(options.center != center_mode::length_weighted || !tokens.empty(),
                   "center_mode::length_weighted needs lengths or a token_mask");
@@ -467,9 +473,85 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
 
     // Groups are taken in fixed blocks of 16 (block b = groups 16b .. 16b + 15), so a group's arithmetic does not
     // depend on how the blocks are split among threads.
+    if (scatter) {
+        // The same operations, in the same order, as general_group's: the results are bitwise those of the member lists.
+        thread_local std::vector<double> count, sum, centred, squares, center, denominator;
+        thread_local std::vector<std::uint8_t> zeroed;
+        const auto groups_count = static_cast<std::size_t>(layout.count);
+        for (auto* values : {&count, &sum, &centred, &squares}) values->assign(groups_count, 0.0);
+        center.assign(groups_count, 0.0);
+        denominator.assign(groups_count, 1.0);
+        zeroed.assign(groups_count, 0);
+        const auto& group_of = *dense;
+        for (index_type i = 0; i < n; ++i)
+            if (is_valid(i)) {
+                const index_type g = group_of[i];
+                count[g] += 1.0;
+                sum[g] += static_cast<double>(in.rewards[i]);
+            }
+        for (std::size_t g = 0; g < groups_count; ++g) sum[g] = count[g] > 0 ? sum[g] / count[g] : 0.0;  // the first-pass mean
+        for (index_type i = 0; i < n; ++i)
+            if (is_valid(i)) {
+                const index_type g = group_of[i];
+                const double deviation = static_cast<double>(in.rewards[i]) - sum[g];
+                centred[g] += deviation;
+                squares[g] += deviation * deviation;
+            }
+        const bool group_based = per_group_center(options.center) || (scaled && per_group_scale(options.scale));
+        for (std::size_t g = 0; g < groups_count; ++g) {
+            if (count[g] == 0) continue;
+            const bool lonely = count[g] == 1 && group_based;
+            if (lonely && options.singleton != singleton_policy::keep_raw) {
+                if (options.singleton == singleton_policy::error) note(lonely_group, static_cast<index_type>(g));
+                zeroed[g] = 1;
+                continue;
+            }
+            moments stats;
+            stats.count = count[g];
+            stats.mean = sum[g] + centred[g] / count[g];
+            stats.m2 = std::max(squares[g] - centred[g] * centred[g] / count[g], 0.0);
+            center[g] = options.center == center_mode::group_mean ? (lonely ? 0.0 : stats.mean)
+                        : options.center == center_mode::batch_mean ? batch.mean
+                        : options.center == center_mode::leave_one_out ? stats.mean
+                                                                     : 0.0;
+            if (options.center == center_mode::leave_one_out) {
+                // r − c = (r − μ)·n/(n − 1), kept as center μ and the stretch folded into the divisor's reciprocal below
+                zeroed[g] = lonely ? 2 : 0;
+            }
+            if (scaled) {
+                const double variance = options.scale == scale_mode::batch_std ? batch.variance(options.ddof)
+                                        : lonely                                ? 1.0
+                                                                                : stats.variance(options.ddof);
+                denominator[g] = divisor(variance, options.eps, options.placement);
+            }
+        }
+        for (index_type i = 0; i < n; ++i) {
+            if (!is_valid(i)) {
+                out[i] = O(0);
+                continue;
+            }
+            const index_type g = group_of[i];
+            if (zeroed[g] == 1) {
+                out[i] = O(0);
+                continue;
+            }
+            const double reward = static_cast<double>(in.rewards[i]);
+            double deviation;
+            switch (options.center) {
+                case center_mode::leave_one_out:
+                    deviation = zeroed[g] == 2 ? reward : (reward - center[g]) * (count[g] / (count[g] - 1));
+                    break;
+                case center_mode::baseline: deviation = reward - static_cast<double>(in.baseline[i]); break;
+                case center_mode::none: deviation = reward; break;
+                default: deviation = reward - center[g]; break;
+            }
+            out[i] = finish(scaled ? deviation / denominator[g] : deviation);
+        }
+    }
+
     constexpr index_type block_groups = 16;
     const index_type blocks = (layout.count + block_groups - 1) / block_groups;
-    core::parallel_for(fast ? blocks : layout.count, options.threads, [&](index_type begin, index_type end) {
+    core::parallel_for(scatter ? 0 : fast ? blocks : layout.count, options.threads, [&](index_type begin, index_type end) {
         group_scratch scratch;
         if (!fast) {
             for (index_type g = begin; g < end; ++g) general_group(g, scratch);

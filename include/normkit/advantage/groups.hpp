@@ -21,7 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace normkit::advantage {
@@ -92,8 +92,9 @@ struct group_layout {
 };
 
 // Fills `layout` (reusing its storage) for n samples; `dense` is scratch for the per-sample group index.
+// With with_members false only dense (each sample's group number), count and labels are filled.
 inline void resolve_into(group_layout& layout, std::vector<index_type>& dense, const groups& grouping, index_type samples,
-                         const char* what) {
+                         const char* what, bool with_members = true) {
     layout.samples = samples;
     layout.count = 0;
     layout.size = 0;
@@ -136,23 +137,40 @@ inline void resolve_into(group_layout& layout, std::vector<index_type>& dense, c
             dense[i] = slot;
         }
     } else {
-        // Large ids: open addressing (linear probing, Fibonacci hashing) over a power-of-two table,
-        // at most half full; slots hold group numbers, whose ids are in labels.
-        std::size_t capacity = 16;
-        while (capacity < 2 * static_cast<std::size_t>(samples)) capacity *= 2;
-        const int shift = 64 - __builtin_ctzll(capacity);
-        table.assign(capacity, -1);
+        // Large ids: open addressing (linear probing, Fibonacci hashing) of (id, group) pairs in a
+        // power-of-two table kept at most half full, grown with the number of groups (not samples),
+        // so it stays cache-resident.
+        thread_local std::vector<std::pair<std::int64_t, index_type>> slots;
+        std::size_t capacity = 1024;
+        int shift = 64 - 10;
+        slots.assign(capacity, {-1, -1});
+        const auto home = [&](std::int64_t value) {
+            return static_cast<std::size_t>((static_cast<std::uint64_t>(value) * 0x9E3779B97F4A7C15ull) >> shift);
+        };
         for (index_type i = 0; i < samples; ++i) {
             const std::int64_t value = id(i);
-            std::size_t slot = static_cast<std::size_t>((static_cast<std::uint64_t>(value) * 0x9E3779B97F4A7C15ull) >> shift);
-            while (table[slot] >= 0 && layout.labels[static_cast<std::size_t>(table[slot])] != value) slot = (slot + 1) & (capacity - 1);
-            if (table[slot] < 0) {
-                table[slot] = layout.count++;
+            std::size_t slot = home(value);
+            while (slots[slot].first >= 0 && slots[slot].first != value) slot = (slot + 1) & (capacity - 1);
+            if (slots[slot].first < 0) {
+                slots[slot] = {value, layout.count++};
                 layout.labels.push_back(value);
+                if (2 * static_cast<std::size_t>(layout.count) > capacity) {  // rehash into twice the room
+                    capacity *= 2;
+                    --shift;
+                    slots.assign(capacity, {-1, -1});
+                    for (index_type g = 0; g < layout.count; ++g) {
+                        std::size_t target = home(layout.labels[g]);
+                        while (slots[target].first >= 0) target = (target + 1) & (capacity - 1);
+                        slots[target] = {layout.labels[g], g};
+                    }
+                    slot = home(value);
+                    while (slots[slot].first != value) slot = (slot + 1) & (capacity - 1);
+                }
             }
-            dense[i] = table[slot];
+            dense[i] = slots[slot].second;
         }
     }
+    if (!with_members) return;
     // Counting sort: members of each group in sample order.
     layout.offsets.assign(static_cast<std::size_t>(layout.count + 1), 0);
     for (index_type i = 0; i < samples; ++i) ++layout.offsets[dense[i] + 1];
@@ -171,10 +189,13 @@ inline group_layout resolve(const groups& grouping, index_type samples, const ch
 
 // The same, into this thread's reusable layout: repeated calls on one thread do not allocate (or
 // page-fault) once the buffers have grown. Valid until the next resolve_cached on the thread.
-inline const group_layout& resolve_cached(const groups& grouping, index_type samples, const char* what = "rewards") {
+// dense (when given) receives this thread's reusable per-sample group numbers (ragged only).
+inline const group_layout& resolve_cached(const groups& grouping, index_type samples, const char* what = "rewards",
+                                          bool with_members = true, const std::vector<index_type>** dense_out = nullptr) {
     thread_local group_layout layout;
     thread_local std::vector<index_type> dense;
-    resolve_into(layout, dense, grouping, samples, what);
+    resolve_into(layout, dense, grouping, samples, what, with_members);
+    if (dense_out) *dense_out = &dense;
     return layout;
 }
 
