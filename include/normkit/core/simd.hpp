@@ -264,16 +264,21 @@ inline void store(T* destination, const batch<compute_t<T>>& value, index_type c
     }
 }
 
-// The sum of a batch's lanes, added pairwise in a fixed order. (xsimd::hadd
-// would do, but its AVX-512 double path trips GCC 12's -Wuninitialized.)
+// The sum of a batch's lanes by xsimd's shuffle tree. Flattened under a
+// silenced -Wuninitialized: GCC 12 reports the _mm512_undefined_* operand of
+// the AVX-512 extracts as an uninitialized read (see core/math.hpp).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 template <class C>
-inline C horizontal_sum(const batch<C>& value) {
-    alignas(64) C lanes[batch<C>::size];
-    value.store_aligned(lanes);
-    for (std::size_t half = batch<C>::size / 2; half > 0; half /= 2)
-        for (std::size_t lane = 0; lane < half; ++lane) lanes[lane] += lanes[lane + half];
-    return lanes[0];
+[[gnu::flatten]] inline C horizontal_sum(const batch<C>& value) {
+    return xsimd::hadd(value);
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 // Calls body(offset, count) for consecutive batches covering [0, n); count is
 // width<C> for every batch but possibly the last.
