@@ -1,0 +1,229 @@
+// LayerNorm and RMSNorm, forward and backward, fp32, 1 and 2 threads, against
+// memcpy of the same bytes, libtorch and oneDNN (when installed), and a naive
+// Eigen expression.
+//
+// Bytes are the minimum traffic: forward reads x and writes y (2·M·N·4);
+// backward reads x and dy and writes dx (3·M·N·4).
+#include "harness.hpp"
+
+#include <normkit/norm/layer_norm.hpp>
+#include <normkit/norm/rms_norm.hpp>
+
+#ifdef NORMKIT_HAVE_TORCH
+#include <torch/torch.h>
+#endif
+#ifdef NORMKIT_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+namespace {
+
+using namespace normkit;
+using bench::register_case;
+using row_major = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// A fast fill (a 1 GiB buffer with std::normal_distribution takes tens of seconds).
+std::shared_ptr<std::vector<float>> uniform_buffer(std::size_t count, std::uint32_t seed, float low = -2.0f, float high = 2.0f) {
+    auto values = std::make_shared<std::vector<float>>(count);
+    std::uint32_t state = seed * 2654435761u + 1u;
+    for (auto& value : *values) {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        value = low + (high - low) * static_cast<float>(state >> 8) * (1.0f / 16777216.0f);
+    }
+    return values;
+}
+
+// The tensors of one shape, shared by every case of that shape and filled on
+// first use (the warm-up call), so a filtered run allocates only what it times.
+struct tensors {
+    std::vector<float> x, y, dy, dx, gamma, beta, mean, rstd, dgamma, dbeta;
+};
+
+struct lazy_tensors {
+    index_type rows, cols;
+    std::shared_ptr<tensors> data;
+    tensors& get() {
+        if (!data) {
+            const auto count = static_cast<std::size_t>(rows * cols);
+            data = std::make_shared<tensors>(tensors{*uniform_buffer(count, 1), *uniform_buffer(count, 2), *uniform_buffer(count, 3),
+                                                     *uniform_buffer(count, 4), *uniform_buffer(cols, 5, 0.5f, 1.5f), *uniform_buffer(cols, 6),
+                                                     std::vector<float>(rows), std::vector<float>(rows), std::vector<float>(cols),
+                                                     std::vector<float>(cols)});
+        }
+        return *data;
+    }
+};
+
+struct shape {
+    index_type rows, cols;
+    std::string label(int threads) const {
+        return std::to_string(rows) + "x" + std::to_string(cols) + (threads > 1 ? ":t" + std::to_string(threads) : "");
+    }
+};
+
+void set_peer_threads([[maybe_unused]] int threads) {
+#ifdef NORMKIT_HAVE_TORCH
+    at::set_num_threads(threads);
+#endif
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+}
+
+void register_layer_norm(shape s, std::shared_ptr<lazy_tensors> lazy, int threads) {
+    const auto count = static_cast<double>(s.rows * s.cols);
+    const double forward_bytes = 2.0 * count * sizeof(float), backward_bytes = 3.0 * count * sizeof(float);
+    const index_type rows = s.rows, n = s.cols;
+    norm::layer_norm_options options;
+    options.threads = threads;
+    const std::string label = s.label(threads);
+
+    bench::register_memcpy("layer_norm_forward", label, forward_bytes);
+    register_case("layer_norm_forward", label, "normkit", forward_bytes, [=] {
+        auto& t = lazy->get();
+        norm::layer_norm_forward(view(t.x.data(), rows, n), view(t.y.data(), rows, n), t.gamma, t.beta, options, t.mean, t.rstd);
+    });
+    if (threads == 1) {
+        register_case("layer_norm_forward", label, "eigen", forward_bytes, [=] {
+            auto& t = lazy->get();
+            Eigen::Map<const row_major> X(t.x.data(), rows, n);
+            Eigen::Map<row_major> Y(t.y.data(), rows, n);
+            Eigen::Map<const Eigen::RowVectorXf> g(t.gamma.data(), n), b(t.beta.data(), n);
+            const Eigen::VectorXf mu = X.rowwise().mean();
+            const Eigen::VectorXf r = ((X.colwise() - mu).array().square().rowwise().mean() + 1e-5f).rsqrt();
+            Y = (((X.colwise() - mu).array().colwise() * r.array()).rowwise() * g.array()).rowwise() + b.array();
+        });
+    }
+    bench::register_memcpy("layer_norm_backward", label, backward_bytes);
+    register_case("layer_norm_backward", label, "normkit", backward_bytes, [=] {
+        auto& t = lazy->get();
+        norm::layer_norm_backward(view(t.dy.data(), rows, n), view(t.x.data(), rows, n), t.mean, t.rstd, t.gamma, view(t.dx.data(), rows, n),
+                                  t.dgamma, t.dbeta, options);
+    });
+#ifdef NORMKIT_HAVE_TORCH
+    auto saved = std::make_shared<std::tuple<at::Tensor, at::Tensor, at::Tensor>>();
+    register_case("layer_norm_forward", label, "torch", forward_bytes, [=] {
+        auto& t = lazy->get();
+        set_peer_threads(threads);
+        *saved = at::native_layer_norm(torch::from_blob(t.x.data(), {rows, n}), {n}, torch::from_blob(t.gamma.data(), {n}),
+                                       torch::from_blob(t.beta.data(), {n}), 1e-5);
+    });
+    register_case("layer_norm_backward", label, "torch", backward_bytes, [=] {
+        auto& t = lazy->get();
+        set_peer_threads(threads);
+        const auto tx = torch::from_blob(t.x.data(), {rows, n});
+        const auto tg = torch::from_blob(t.gamma.data(), {n}), tb = torch::from_blob(t.beta.data(), {n});
+        if (!std::get<1>(*saved).defined()) *saved = at::native_layer_norm(tx, {n}, tg, tb, 1e-5);
+        auto gradients = at::native_layer_norm_backward(torch::from_blob(t.dy.data(), {rows, n}), tx, {n}, std::get<1>(*saved),
+                                                        std::get<2>(*saved), tg, tb, {true, true, true});
+        benchmark::DoNotOptimize(std::get<0>(gradients).data_ptr());
+    });
+#endif
+#ifdef NORMKIT_HAVE_DNNL
+    struct onednn_state {
+        dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+        dnnl::stream stream{engine};
+        std::optional<dnnl::layer_normalization_forward> primitive;
+        std::unordered_map<int, dnnl::memory> arguments;
+    };
+    auto state = std::make_shared<onednn_state>();
+    register_case("layer_norm_forward", label, "onednn", forward_bytes, [=] {
+        using namespace dnnl;
+        auto& t = lazy->get();
+        set_peer_threads(threads);
+        if (!state->primitive) {
+            const memory::desc data({rows, n}, memory::data_type::f32, memory::format_tag::ab);
+            const memory::desc statistics({rows}, memory::data_type::f32, memory::format_tag::a);
+            const memory::desc parameter({n}, memory::data_type::f32, memory::format_tag::a);
+            const auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
+            const layer_normalization_forward::desc description(prop_kind::forward_training, data, statistics, 1e-5f, flags);
+            state->primitive.emplace(layer_normalization_forward::primitive_desc(description, state->engine));
+            state->arguments = {{DNNL_ARG_SRC, memory(data, state->engine, t.x.data())},
+                                {DNNL_ARG_DST, memory(data, state->engine, t.y.data())},
+                                {DNNL_ARG_SCALE, memory(parameter, state->engine, t.gamma.data())},
+                                {DNNL_ARG_SHIFT, memory(parameter, state->engine, t.beta.data())},
+                                {DNNL_ARG_MEAN, memory(statistics, state->engine, t.mean.data())},
+                                {DNNL_ARG_VARIANCE, memory(statistics, state->engine, t.rstd.data())}};
+        }
+        state->primitive->execute(state->stream, state->arguments);
+        state->stream.wait();
+    });
+#endif
+}
+
+void register_rms_norm(shape s, std::shared_ptr<lazy_tensors> lazy, int threads) {
+    const auto count = static_cast<double>(s.rows * s.cols);
+    const double forward_bytes = 2.0 * count * sizeof(float), backward_bytes = 3.0 * count * sizeof(float);
+    const index_type rows = s.rows, n = s.cols;
+    norm::rms_norm_options options;
+    options.threads = threads;
+    const std::string label = s.label(threads);
+
+    bench::register_memcpy("rms_norm_forward", label, forward_bytes);
+    register_case("rms_norm_forward", label, "normkit", forward_bytes, [=] {
+        auto& t = lazy->get();
+        norm::rms_norm_forward(view(t.x.data(), rows, n), view(t.y.data(), rows, n), t.gamma, options, t.rstd);
+    });
+    if (threads == 1) {
+        register_case("rms_norm_forward", label, "eigen", forward_bytes, [=] {
+            auto& t = lazy->get();
+            Eigen::Map<const row_major> X(t.x.data(), rows, n);
+            Eigen::Map<row_major> Y(t.y.data(), rows, n);
+            Eigen::Map<const Eigen::RowVectorXf> w(t.gamma.data(), n);
+            const Eigen::VectorXf r = (X.array().square().rowwise().mean() + 1e-6f).rsqrt();
+            Y = (X.array().colwise() * r.array()).rowwise() * w.array();
+        });
+    }
+    bench::register_memcpy("rms_norm_backward", label, backward_bytes);
+    register_case("rms_norm_backward", label, "normkit", backward_bytes, [=] {
+        auto& t = lazy->get();
+        norm::rms_norm_backward(view(t.dy.data(), rows, n), view(t.x.data(), rows, n), t.rstd, t.gamma, view(t.dx.data(), rows, n), t.dgamma,
+                                options);
+    });
+#ifdef NORMKIT_HAVE_TORCH
+    // PyTorch has no fused CPU RMSNorm: nn.RMSNorm on CPU is this composition,
+    // and its backward is autograd's, written out here as the same ops.
+    register_case("rms_norm_forward", label, "torch", forward_bytes, [=] {
+        auto& t = lazy->get();
+        set_peer_threads(threads);
+        const auto tx = torch::from_blob(t.x.data(), {rows, n});
+        auto out = tx * torch::rsqrt(tx.pow(2).mean(-1, true) + 1e-6) * torch::from_blob(t.gamma.data(), {n});
+        benchmark::DoNotOptimize(out.data_ptr());
+    });
+    register_case("rms_norm_backward", label, "torch", backward_bytes, [=] {
+        auto& t = lazy->get();
+        set_peer_threads(threads);
+        const auto tx = torch::from_blob(t.x.data(), {rows, n});
+        const auto r = torch::rsqrt(tx.pow(2).mean(-1, true) + 1e-6);
+        const auto xhat = tx * r;
+        const auto g = torch::from_blob(t.dy.data(), {rows, n}) * torch::from_blob(t.gamma.data(), {n});
+        auto input_gradient = r * (g - xhat * (g * xhat).mean(-1, true));
+        auto weight_gradient = (torch::from_blob(t.dy.data(), {rows, n}) * xhat).sum(0);
+        benchmark::DoNotOptimize(input_gradient.data_ptr());
+        benchmark::DoNotOptimize(weight_gradient.data_ptr());
+    });
+#endif
+}
+
+const bool registered = [] {
+    // In cache: 16384x128 (8 MiB), 512x1024 (2 MiB), 256x4096 (4 MiB); beyond the LLC: 65536x4096 (1 GiB a tensor).
+    for (const shape s : {shape{16384, 128}, shape{512, 1024}, shape{256, 4096}, shape{65536, 4096}}) {
+        auto lazy = std::make_shared<lazy_tensors>(lazy_tensors{s.rows, s.cols, nullptr});
+        for (int threads : {1, 2}) {
+            register_layer_norm(s, lazy, threads);
+            register_rms_norm(s, lazy, threads);
+        }
+    }
+    return true;
+}();
+
+}  // namespace

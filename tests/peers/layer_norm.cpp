@@ -1,0 +1,84 @@
+// LayerNorm and RMSNorm against libtorch on the same inputs: at::native_layer_norm
+// and at::native_layer_norm_backward, and an RMSNorm composed from torch ops with autograd.
+#include "support.hpp"
+
+#include <normkit/norm/layer_norm.hpp>
+#include <normkit/norm/rms_norm.hpp>
+
+#include <torch/torch.h>
+
+using namespace normkit;
+using namespace normkit::testing;
+
+namespace {
+
+std::vector<float> to_floats(const std::vector<double>& values) { return {values.begin(), values.end()}; }
+
+torch::Tensor wrap(std::vector<float>& values, std::vector<int64_t> shape) {
+    return torch::from_blob(values.data(), shape, torch::kFloat32);
+}
+
+double largest_difference(const std::vector<float>& ours, const torch::Tensor& theirs) {
+    const auto contiguous = theirs.contiguous();
+    const float* data = contiguous.data_ptr<float>();
+    double worst = 0, scale = 1e-30;
+    for (std::size_t i = 0; i < ours.size(); ++i) {
+        worst = std::max(worst, std::abs(static_cast<double>(ours[i]) - data[i]));
+        scale = std::max(scale, std::abs(static_cast<double>(data[i])));
+    }
+    return worst / scale;
+}
+
+}  // namespace
+
+TEST_CASE("layer_norm forward and backward agree with libtorch", "[peers][torch][layer_norm]") {
+    for (index_type n : {index_type(1), index_type(17), index_type(128), index_type(1000), index_type(4097)}) {
+        const index_type rows = 9;
+        INFO("n " << n);
+        auto x = to_floats(random_values(rows * n, 1, 2.0, 3.0)), dy = to_floats(random_values(rows * n, 2));
+        auto weight = to_floats(random_values(n, 3, 1.0, 0.5)), bias = to_floats(random_values(n, 4));
+        std::vector<float> y(rows * n), mean(rows), rstd(rows), dx(rows * n), dweight(n), dbias(n);
+        norm::layer_norm_forward(view(x.data(), rows, n), view(y.data(), rows, n), weight, bias, {1e-5}, mean, rstd);
+        norm::layer_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), mean, rstd, weight, view(dx.data(), rows, n), dweight,
+                                  dbias, {1e-5});
+
+        const auto tx = wrap(x, {rows, n}), tdy = wrap(dy, {rows, n}), tw = wrap(weight, {n}), tb = wrap(bias, {n});
+        const auto [ty, tmean, trstd] = at::native_layer_norm(tx, {n}, tw, tb, 1e-5);
+        const auto [tdx, tdw, tdb] = at::native_layer_norm_backward(tdy, tx, {n}, tmean, trstd, tw, tb, {true, true, true});
+        CHECK(largest_difference(y, ty) < 1e-5);
+        CHECK(largest_difference(mean, tmean.reshape({rows})) < 1e-5);
+        CHECK(largest_difference(rstd, trstd.reshape({rows})) < 1e-5);
+        // dx cancels for n = 1: compare against the size of its terms there.
+        if (n > 1) CHECK(largest_difference(dx, tdx) < 1e-4);
+        CHECK(largest_difference(dweight, tdw) < 1e-4);
+        CHECK(largest_difference(dbias, tdb) < 1e-5);
+        CHECK(largest_difference(y, at::layer_norm(tx, {n}, tw, tb, 1e-5)) < 1e-5);
+    }
+}
+
+TEST_CASE("rms_norm forward and backward agree with an autograd composition in libtorch", "[peers][torch][rms_norm]") {
+    for (bool offset : {false, true}) {
+        for (index_type n : {index_type(3), index_type(64), index_type(1000), index_type(4097)}) {
+            const index_type rows = 7;
+            INFO("n " << n << " offset " << offset);
+            auto x = to_floats(random_values(rows * n, 11, 0.5, 2.0)), dy = to_floats(random_values(rows * n, 12));
+            auto weight = to_floats(random_values(n, 13, offset ? 0.0 : 1.0, 0.3));
+            std::vector<float> y(rows * n), rstd(rows), dx(rows * n), dweight(n);
+            norm::rms_norm_options options;
+            options.offset = offset;
+            norm::rms_norm_forward(view(x.data(), rows, n), view(y.data(), rows, n), weight, options, rstd);
+            norm::rms_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), rstd, weight, view(dx.data(), rows, n), dweight,
+                                    options);
+
+            const auto tx = wrap(x, {rows, n}).clone().requires_grad_(true);
+            const auto tw = wrap(weight, {n}).clone().requires_grad_(true);
+            const auto r = torch::rsqrt(tx.pow(2).mean(-1, true) + 1e-6);
+            const auto ty = tx * r * (offset ? tw + 1 : tw);
+            ty.backward(wrap(dy, {rows, n}));
+            CHECK(largest_difference(y, ty.detach()) < 1e-5);
+            CHECK(largest_difference(rstd, r.detach().reshape({rows})) < 1e-5);
+            CHECK(largest_difference(dx, tx.grad()) < 1e-4);
+            CHECK(largest_difference(dweight, tw.grad()) < 1e-4);
+        }
+    }
+}
