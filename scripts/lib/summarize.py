@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Summarise normkit_bench's JSON as one table.
+
+Cases are named operation/shape/implementation. For each (operation, shape):
+the GB/s of every implementation, normkit as % of memcpy of the same bytes,
+and normkit ÷ each other implementation (the peers: torch, onednn, eigen, and
+any bare-loop limit a benchmark registers). Markdown on stdout.
+"""
+import json
+import sys
+from collections import OrderedDict
+
+
+def main(path):
+    with open(path) as handle:
+        report = json.load(handle)
+    rows = OrderedDict()
+    implementations = []
+    for case in report["benchmarks"]:
+        if case.get("run_type") == "aggregate" and case.get("aggregate_name") != "median":
+            continue
+        parts = case["run_name" if "run_name" in case else "name"].split("/")
+        if len(parts) < 3 or "bytes_per_second" not in case:
+            continue
+        operation, shape, implementation = parts[0], parts[1], parts[2]
+        rows.setdefault((operation, shape), {})[implementation] = case["bytes_per_second"] / 1e9
+        if implementation not in ("normkit", "memcpy") and implementation not in implementations:
+            implementations.append(implementation)
+
+    header = ["operation", "shape", "normkit GB/s", "memcpy GB/s", "% of memcpy"]
+    header += [f"÷ {name}" for name in implementations]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for (operation, shape), speeds in rows.items():
+        ours = speeds.get("normkit")
+        limit = speeds.get("memcpy")
+        cells = [operation, shape.replace(":t", ", threads ")]
+        cells.append(f"{ours:.1f}" if ours else "–")
+        cells.append(f"{limit:.1f}" if limit else "–")
+        cells.append(f"{100 * ours / limit:.0f} %" if ours and limit else "–")
+        for name in implementations:
+            other = speeds.get(name)
+            cells.append(f"{ours / other:.2f}×" if ours and other else "–")
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "build/bench/results.json")
