@@ -68,7 +68,7 @@
 #include <optional>
 #include <vector>
 
-#if defined(__AVX512F__)
+#if defined(__AVX__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -191,6 +191,35 @@ inline double window_center(const std::vector<double>& sorted, double fraction, 
     return sum / static_cast<double>(covered);
 }
 
+// A batch of doubles from as many floats, and back, by the native conversions (xsimd 8's converting
+// load_unaligned / store_unaligned go element by element, six times slower here); maskz forms for
+// GCC 12's -Wmaybe-uninitialized.
+inline core::batch<double> load_as_double(const double* source) { return core::batch<double>::load_unaligned(source); }
+
+inline core::batch<double> load_as_double(const float* source) {
+#if defined(__AVX512F__)
+    static_assert(core::width<double> == 8, "xsimd's AVX-512 batch holds 8 doubles");
+    return _mm512_maskz_cvtps_pd(__mmask8(0xff), _mm256_loadu_ps(source));
+#elif defined(__AVX__)
+    static_assert(core::width<double> == 4, "xsimd's AVX batch holds 4 doubles");
+    return _mm256_cvtps_pd(_mm_loadu_ps(source));
+#else
+    return core::batch<double>::load_unaligned(source);
+#endif
+}
+
+inline void store_from_double(double* destination, const core::batch<double>& value) { value.store_unaligned(destination); }
+
+inline void store_from_double(float* destination, const core::batch<double>& value) {
+#if defined(__AVX512F__)
+    _mm256_storeu_ps(destination, _mm512_maskz_cvtpd_ps(__mmask8(0xff), value));
+#elif defined(__AVX__)
+    _mm_storeu_ps(destination, _mm256_cvtpd_ps(value));
+#else
+    value.store_unaligned(destination);
+#endif
+}
+
 // Centred moments of a contiguous run of n values, with double accumulators in SIMD batches.
 template <class T>
 moments contiguous_moments(const T* x, index_type n) {
@@ -198,7 +227,7 @@ moments contiguous_moments(const T* x, index_type n) {
     constexpr index_type W = core::width<double>;
     const index_type full = n - n % W;
     B accumulator(0.0);
-    for (index_type j = 0; j < full; j += W) accumulator += B::load_unaligned(x + j);
+    for (index_type j = 0; j < full; j += W) accumulator += load_as_double(x + j);
     double sum = core::horizontal_sum(accumulator);
     for (index_type j = full; j < n; ++j) sum += static_cast<double>(x[j]);
     moments result;
@@ -207,7 +236,7 @@ moments contiguous_moments(const T* x, index_type n) {
     const B mean(result.mean);
     B centred(0.0), squares(0.0);
     for (index_type j = 0; j < full; j += W) {
-        const B deviation = B::load_unaligned(x + j) - mean;
+        const B deviation = load_as_double(x + j) - mean;
         centred += deviation;
         squares += deviation * deviation;
     }
@@ -460,13 +489,13 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
         if (clipped) {
             for (index_type j = 0; j < full; j += W) {
                 // select, not xsimd::min/max: GCC 12 flags those AVX-512 intrinsics as maybe-uninitialized.
-                B value = (B::load_unaligned(x + j) - mean) * scale;
+                B value = (load_as_double(x + j) - mean) * scale;
                 value = xsimd::select(value < lowest, lowest, value);
                 value = xsimd::select(value > highest, highest, value);
-                value.store_unaligned(y + j);
+                store_from_double(y + j, value);
             }
         } else {
-            for (index_type j = 0; j < full; j += W) ((B::load_unaligned(x + j) - mean) * scale).store_unaligned(y + j);
+            for (index_type j = 0; j < full; j += W) store_from_double(y + j, (load_as_double(x + j) - mean) * scale);
         }
         for (index_type j = full; j < size; ++j) y[j] = finish((static_cast<double>(x[j]) - stats.mean) / denominator);
     };
