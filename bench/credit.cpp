@@ -30,6 +30,7 @@
 // GCC 12's false -Wmaybe-uninitialized inside its AVX-512 intrinsics (see logits_statistics.hpp).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 namespace {

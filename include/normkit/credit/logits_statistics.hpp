@@ -55,12 +55,13 @@
 #include <immintrin.h>
 #endif
 
-// GCC 12's -Wmaybe-uninitialized flags the _mm512_undefined_ps() operand
+// GCC 12's -W(maybe-)uninitialized flags the _mm512_undefined_ps() operand
 // inside its own AVX-512 intrinsics (max, exp's rounding and conversions; GCC
 // bug 105593, fixed in GCC 13): a false positive, silenced for this header only.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 namespace normkit::credit {
