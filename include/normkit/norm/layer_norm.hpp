@@ -27,6 +27,7 @@
 #include "../core/dispatch.hpp"
 #include "../core/parallel.hpp"
 #include "../core/reduce.hpp"
+#include "../core/stream.hpp"
 #include "../core/view.hpp"
 
 #include <cmath>
@@ -36,6 +37,8 @@ namespace normkit::norm {
 struct layer_norm_options {
     double eps = 1e-5;  // added to the variance inside the square root; must be > 0
     int threads = 1;    // any count gives bitwise-identical results
+    // An output larger than this is written with non-temporal stores (core/stream.hpp).
+    std::size_t stream_above_bytes = core::default_stream_above_bytes;
 };
 
 namespace detail {
@@ -62,25 +65,27 @@ void layer_norm_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<co
     if (n == 0) return;
     const C eps = static_cast<C>(options.eps);
 
+    const bool streaming = static_cast<std::size_t>(x.rows * n) * sizeof(T) > options.stream_above_bytes;
+
     core::with_flags(
         [&](auto has_weight, auto has_bias) {
             core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
                 for (index_type row = begin; row < end; ++row) {
                     const T* in = x.row(row);
-                    T* out = y.row(row);
                     const auto m = core::row_moments(in, n);
                     const C r = C(1) / std::sqrt(m.variance + eps);
                     if (!saved_mean.empty()) saved_mean[row] = m.mean;
                     if (!saved_rstd.empty()) saved_rstd[row] = r;
                     // x − μ is formed as (x − c) − δ: exact in the first step for |μ| ≫ σ.
                     const batch<C> center(m.center), shift(m.shift), scale(r);
-                    core::for_each_batch<C>(n, [&](index_type i, index_type count) {
+                    core::write_row(y.row(row), n, streaming, [&](index_type i, index_type count) {
                         auto value = ((core::load(in + i, count) - center) - shift) * scale;
                         if constexpr (has_weight) value *= core::load(weight.data + i, count);
                         if constexpr (has_bias) value += core::load(bias.data + i, count);
-                        core::store(out + i, value, count);
+                        return value;
                     });
                 }
+                if (streaming) core::stream_fence();
             });
         },
         !weight.empty(), !bias.empty());

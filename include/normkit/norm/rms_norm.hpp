@@ -28,6 +28,7 @@
 #include "../core/dispatch.hpp"
 #include "../core/parallel.hpp"
 #include "../core/reduce.hpp"
+#include "../core/stream.hpp"
 #include "../core/view.hpp"
 
 #include <cmath>
@@ -41,6 +42,8 @@ struct rms_norm_options {
     bool offset = false;                               // w_eff = 1 + w (Gemma)
     rms_norm_casting casting = rms_norm_casting::gemma;  // see above; no effect for float/double
     int threads = 1;                                   // any count gives bitwise-identical results
+    // An output larger than this is written with non-temporal stores (core/stream.hpp).
+    std::size_t stream_above_bytes = core::default_stream_above_bytes;
 };
 
 namespace detail {
@@ -62,22 +65,24 @@ void rms_norm_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<cons
     const batch<C> one(C(options.offset ? 1 : 0));
     const bool round_normalized = options.casting == rms_norm_casting::llama && !std::is_same_v<T, C>;
 
+    const bool streaming = static_cast<std::size_t>(x.rows * n) * sizeof(T) > options.stream_above_bytes;
+
     core::with_flags(
         [&](auto has_weight, auto llama) {
             core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
                 for (index_type row = begin; row < end; ++row) {
                     const T* in = x.row(row);
-                    T* out = y.row(row);
                     const C r = C(1) / std::sqrt(core::row_sum_of_squares(in, n) / static_cast<C>(n) + eps);
                     if (!saved_rstd.empty()) saved_rstd[row] = r;
                     const batch<C> scale(r);
-                    core::for_each_batch<C>(n, [&](index_type i, index_type count) {
+                    core::write_row(y.row(row), n, streaming, [&](index_type i, index_type count) {
                         auto value = core::load(in + i, count) * scale;
                         if constexpr (llama) value = core::round_to<T>(value);
                         if constexpr (has_weight) value *= core::load(weight.data + i, count) + one;
-                        core::store(out + i, value, count);
+                        return value;
                     });
                 }
+                if (streaming) core::stream_fence();
             });
         },
         !weight.empty(), round_normalized);
