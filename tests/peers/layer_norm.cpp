@@ -1,11 +1,13 @@
 // LayerNorm and RMSNorm against libtorch on the same inputs: at::native_layer_norm
 // and at::native_layer_norm_backward, and an RMSNorm composed from torch ops with autograd.
+// libtorch first: it brings glog, whose CHECK would otherwise replace Catch's.
+#include <torch/torch.h>
+#undef CHECK
+
 #include "support.hpp"
 
 #include <normkit/norm/layer_norm.hpp>
 #include <normkit/norm/rms_norm.hpp>
-
-#include <torch/torch.h>
 
 using namespace normkit;
 using namespace normkit::testing;
