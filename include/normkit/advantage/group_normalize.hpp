@@ -22,7 +22,12 @@
 //   rounding correction of Chan, Golub & LeVeque 1983), so a constant group has v = 0 exactly
 //   and gives A = 0 exactly (sixteen rewards of 0.95 give 0, not NeMo-RL's fp32 residue ×2000),
 //   rewards offset by 10⁶ keep full accuracy, and [1.0, 1.00001] gives ±0.707 (±0.62 with ε =
-//   1e-6 added to σ), not old verl's ±0.005 from its variance floor.
+//   1e-6 added to σ), not old verl's ±0.005 from its variance floor. The contiguous float fast
+//   path (AVX-512) instead takes 16 groups per sweep with shifted one-pass sums over r − r₀
+//   (r₀ the group's first reward, so the variance's relative error is O(n²ε) in double and a
+//   constant group still gives exactly 0), and multiplies by the reciprocal of D(v): results agree
+//   with the two-pass path to double rounding, not bitwise. Ragged mean/std options accumulate
+//   by scatter over group numbers in the same order as the member lists, bitwise equal to them.
 // - Leave-one-out uses r_i − c_i = (r_i − μ_g)·n/(n − 1), the centred form of verl's G/(G−1) rule.
 // - Valid samples: valid[i] ≠ 0 (absent mask: all), reward not NaN, and, when lengths or a token
 //   mask are given and exclude_empty_responses is set, at least one token (verl PR #6452: rejected
@@ -48,8 +53,9 @@
 //   that is not reproduced.
 // - batch statistics may be supplied (inputs.batch_statistics, e.g. merged across processes with
 //   advantage::merge); they then replace the local batch moments for batch_mean / batch_std.
-// - threads split the groups; every group is computed the same way by any thread, so the result
-//   does not depend on the thread count. Whitening and batch moments are serial.
+// - threads split the groups (in fixed blocks of 16 on the fast path); every group is computed the
+//   same way by any thread, so the result does not depend on the thread count. Whitening, batch
+//   moments and the ragged scatter path are serial.
 // - output may alias nothing but itself; it has one entry per reward (float or double).
 #pragma once
 
