@@ -117,62 +117,38 @@ void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector
     const S* sums = core::with_flags(
         [&](auto has_weight, auto has_dx, auto has_parameter_gradients) {
             return core::reduce_rows<S>(x.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
-                // Rows go in blocks whose dγ, dβ contributions share one load and store of
-                // the partials; within a column the additions stay in row order, so the
-                // result is the same as one row at a time.
-                constexpr index_type block = 4;
-                struct row_terms {
-                    const T* in;
-                    const T* upstream;
-                    T* out;
-                    batch<C> mean, shift, r, mean_g, mean_g_xhat;
-                };
-                for (index_type first = begin; first < end; first += block) {
-                    const index_type rows_in_block = std::min(block, end - first);
-                    row_terms terms[block];
-                    for (index_type k = 0; k < rows_in_block; ++k) {
-                        const index_type row = first + k;
-                        const T* in = x.row(row);
-                        const T* upstream = dy.row(row);
-                        const C r = static_cast<C>(saved_rstd[row]);
-                        const batch<C> mean(static_cast<C>(saved_mean[row]));
-                        // Σg, Σg·d, Σd with g = γ⊙dy, d = x − μ_saved (zero-filled tails keep g = 0 there).
-                        const auto sums_of_row = core::sum_batches<3, C>(n, [&](index_type i, index_type c) {
-                            const auto d = core::keep_lanes(core::load(in + i, c) - mean, c);
-                            auto g = core::load(upstream + i, c);
-                            if constexpr (has_weight) g *= core::load(weight.data + i, c);
-                            return std::array<batch<C>, 3>{g, g * d, d};
-                        });
-                        // δ = mean(d) repairs the rounding of the saved mean; mean(g⊙x̂) = r·(Σg·d − δ·Σg)/n.
-                        const C shift = sums_of_row[2] / count;
-                        const C mean_g = sums_of_row[0] / count;
-                        const C mean_g_xhat = r * (sums_of_row[1] - shift * sums_of_row[0]) / count;
-                        terms[k] = {in, upstream, has_dx ? dx.row(row) : nullptr, mean, batch<C>(shift), batch<C>(r), batch<C>(mean_g),
-                                    batch<C>(mean_g_xhat)};
-                    }
+                for (index_type row = begin; row < end; ++row) {
+                    const T* in = x.row(row);
+                    const T* upstream = dy.row(row);
+                    const C r = static_cast<C>(saved_rstd[row]);
+                    const batch<C> mean(static_cast<C>(saved_mean[row]));
+                    const auto g_at = [&](index_type i, index_type c) {
+                        auto g = core::load(upstream + i, c);
+                        if constexpr (has_weight) g *= core::load(weight.data + i, c);
+                        return g;
+                    };
+                    // Σg, Σg·d, Σd with d = x − μ_saved (zero-filled tails keep g = 0 there).
+                    const auto sums_of_row = core::sum_batches<3, C>(n, [&](index_type i, index_type c) {
+                        const auto d = core::keep_lanes(core::load(in + i, c) - mean, c);
+                        const auto g = g_at(i, c);
+                        return std::array<batch<C>, 3>{g, g * d, d};
+                    });
+                    // δ = mean(d) repairs the rounding of the saved mean; mean(g⊙x̂) = r·(Σg·d − δ·Σg)/n.
+                    const C shift = sums_of_row[2] / count;
+                    const C mean_g = sums_of_row[0] / count;
+                    const C mean_g_xhat = r * (sums_of_row[1] - shift * sums_of_row[0]) / count;
+                    const batch<C> shift_b(shift), r_b(r), mean_g_b(mean_g), mean_g_xhat_b(mean_g_xhat);
+                    T* out = has_dx ? dx.row(row) : nullptr;
                     core::for_each_batch<C>(n, [&](index_type i, index_type c) {
-                        batch<C> weight_sum(C(0)), bias_sum(C(0)), gamma(C(1));
-                        if constexpr (has_parameter_gradients) {
-                            weight_sum = core::load(partial + i, c);
-                            bias_sum = core::load(partial + n + i, c);
-                        }
-                        if constexpr (has_weight && has_dx) gamma = core::load(weight.data + i, c);
-                        for (index_type k = 0; k < rows_in_block; ++k) {
-                            const row_terms& t = terms[k];
-                            const auto upstream = core::load(t.upstream + i, c);
-                            const auto xhat = ((core::load(t.in + i, c) - t.mean) - t.shift) * t.r;
-                            if constexpr (has_dx) {
-                                const auto g = has_weight ? upstream * gamma : upstream;
-                                core::store(t.out + i, t.r * ((g - t.mean_g) - xhat * t.mean_g_xhat), c);
-                            }
-                            if constexpr (has_parameter_gradients) {
-                                weight_sum += upstream * xhat;
-                                bias_sum += upstream;
-                            }
+                        const auto xhat = ((core::load(in + i, c) - mean) - shift_b) * r_b;
+                        if constexpr (has_dx) {
+                            const auto g = g_at(i, c);
+                            core::store(out + i, r_b * ((g - mean_g_b) - xhat * mean_g_xhat_b), c);
                         }
                         if constexpr (has_parameter_gradients) {
-                            core::store(partial + i, weight_sum, c);
-                            core::store(partial + n + i, bias_sum, c);
+                            const auto upstream_b = core::load(upstream + i, c);
+                            core::store(partial + i, core::load(partial + i, c) + upstream_b * xhat, c);
+                            core::store(partial + n + i, core::load(partial + n + i, c) + upstream_b, c);
                         }
                     });
                 }

@@ -111,52 +111,35 @@ void rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_v
     const S* sums = core::with_flags(
         [&](auto has_weight, auto has_dx, auto has_weight_gradient) {
             return core::reduce_rows<S>(x.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
-                // Rows go in blocks whose dw contributions share one load and store of the
-                // partial; within a column the additions stay in row order, so the result
-                // is the same as one row at a time.
-                constexpr index_type block = 4;
-                struct row_terms {
-                    const T* in;
-                    const T* upstream;
-                    T* out;
-                    batch<C> r, mean_g_xhat;
-                };
-                for (index_type first = begin; first < end; first += block) {
-                    const index_type rows_in_block = std::min(block, end - first);
-                    row_terms terms[block];
-                    for (index_type k = 0; k < rows_in_block; ++k) {
-                        const index_type row = first + k;
-                        const T* in = x.row(row);
-                        const T* upstream = dy.row(row);
-                        const C r = static_cast<C>(saved_rstd[row]);
-                        C mean_g_xhat = 0;
-                        if constexpr (has_dx) {
-                            // mean(g⊙x̂) = r·Σg·x/n with g = w_eff⊙dy; the row stays in cache for the second sweep.
-                            const C sum_gx = core::sum_batches<1, C>(n, [&](index_type i, index_type c) {
-                                auto g = core::load(upstream + i, c);
-                                if constexpr (has_weight) g *= core::load(weight.data + i, c) + one;
-                                return std::array<batch<C>, 1>{g * core::load(in + i, c)};
-                            })[0];
-                            mean_g_xhat = r * sum_gx / count;
-                        }
-                        terms[k] = {in, upstream, has_dx ? dx.row(row) : nullptr, batch<C>(r), batch<C>(mean_g_xhat)};
+                for (index_type row = begin; row < end; ++row) {
+                    const T* in = x.row(row);
+                    const T* upstream = dy.row(row);
+                    const C r = static_cast<C>(saved_rstd[row]);
+                    const auto g_at = [&](index_type i, index_type c) {
+                        auto g = core::load(upstream + i, c);
+                        if constexpr (has_weight) g *= core::load(weight.data + i, c) + one;
+                        return g;
+                    };
+                    const batch<C> r_b(r);
+                    if constexpr (has_dx) {
+                        // mean(g⊙x̂) = r·Σg·x/n; the row is in cache for the second sweep.
+                        const C sum_gx = core::sum_batches<1, C>(n, [&](index_type i, index_type c) {
+                            return std::array<batch<C>, 1>{g_at(i, c) * core::load(in + i, c)};
+                        })[0];
+                        const batch<C> mean_g_xhat(r * sum_gx / count);
+                        T* out = dx.row(row);
+                        core::for_each_batch<C>(n, [&](index_type i, index_type c) {
+                            const auto xhat = core::load(in + i, c) * r_b;
+                            core::store(out + i, r_b * (g_at(i, c) - xhat * mean_g_xhat), c);
+                            if constexpr (has_weight_gradient)
+                                core::store(partial + i, core::load(partial + i, c) + core::load(upstream + i, c) * xhat, c);
+                        });
+                    } else if constexpr (has_weight_gradient) {
+                        core::for_each_batch<C>(n, [&](index_type i, index_type c) {
+                            const auto xhat = core::load(in + i, c) * r_b;
+                            core::store(partial + i, core::load(partial + i, c) + core::load(upstream + i, c) * xhat, c);
+                        });
                     }
-                    core::for_each_batch<C>(n, [&](index_type i, index_type c) {
-                        batch<C> weight_sum(C(0)), weight_effective(C(1));
-                        if constexpr (has_weight_gradient) weight_sum = core::load(partial + i, c);
-                        if constexpr (has_weight && has_dx) weight_effective = core::load(weight.data + i, c) + one;
-                        for (index_type k = 0; k < rows_in_block; ++k) {
-                            const row_terms& t = terms[k];
-                            const auto upstream = core::load(t.upstream + i, c);
-                            const auto xhat = core::load(t.in + i, c) * t.r;
-                            if constexpr (has_dx) {
-                                const auto g = has_weight ? upstream * weight_effective : upstream;
-                                core::store(t.out + i, t.r * (g - xhat * t.mean_g_xhat), c);
-                            }
-                            if constexpr (has_weight_gradient) weight_sum += upstream * xhat;
-                        }
-                        if constexpr (has_weight_gradient) core::store(partial + i, weight_sum, c);
-                    });
                 }
             });
         },
