@@ -18,7 +18,9 @@
 // so lse = M + log s0, H = log s0 − s1/s0, Σπ² = s2/s0². Moving from M to M'
 // multiplies s0 by r = exp(M − M'), s2 by r², and s1 becomes r·(s1 + (M − M')·s0).
 // One exp per element: the kernel runs at the speed of its memory read or of
-// exp, whichever is slower (see bench/credit.cpp).
+// exp, whichever is slower (see bench/credit.cpp). While a chunk's exps run
+// from L1, the chunk two ahead is prefetched, so the read of the logits and
+// the arithmetic overlap instead of taking turns.
 //
 // Conventions:
 // - Statistics are float (double for double logits) whatever the storage
@@ -97,22 +99,24 @@ template <class T>
 inline core::batch<core::compute_t<T>> load_full(const T* source) {
 #if defined(__AVX512F__) || defined(__AVX2__) || defined(__SSE2__)
     if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+        // B depends on T, so the branches for other widths are discarded unchecked.
+        using B = core::batch<core::compute_t<T>>;
         constexpr index_type lanes = core::width<float>;
 #if defined(__AVX512F__)
         if constexpr (lanes == 16) {
             const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(source));
-            return core::batch<float>(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16)));
+            return B(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16)));
         }
 #endif
 #if defined(__AVX2__)
         if constexpr (lanes == 8) {
             const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(source));
-            return core::batch<float>(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16)));
+            return B(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16)));
         }
 #endif
         if constexpr (lanes == 4) {
             const __m128i bits = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(source));
-            return core::batch<float>(_mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), bits)));
+            return B(_mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), bits)));
         }
     }
 #endif
