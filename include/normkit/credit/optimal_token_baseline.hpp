@@ -112,18 +112,19 @@ void optimal_token_baseline(matrix_view<const T> rewards, matrix_view<const T> m
             }
             index_type second = 0;
             const index_type tail = options.handle_zero_tail ? zero_tail_member(members, lengths, second) : -1;
-            for (index_type t = 0; t < cols; ++t) {
-                double numerator = 0, denominator = 0;
-                for (index_type i : members) {
-                    numerator += G[at(i, t)] * W[at(i, t)] * m[at(i, t)];
-                    denominator += W[at(i, t)] * m[at(i, t)];
+            // Row by row (contiguous), summing over members in order for each t.
+            std::vector<double> numerator(static_cast<std::size_t>(cols), 0.0), denominator(numerator.size(), 0.0);
+            for (index_type i : members)
+                for (index_type t = 0; t < cols; ++t) {
+                    numerator[static_cast<std::size_t>(t)] += G[at(i, t)] * W[at(i, t)] * m[at(i, t)];
+                    denominator[static_cast<std::size_t>(t)] += W[at(i, t)] * m[at(i, t)];
                 }
-                const double baseline = numerator / (denominator + options.eps);
-                for (index_type i : members) {
+            for (index_type i : members)
+                for (index_type t = 0; t < cols; ++t) {
+                    const double baseline = numerator[static_cast<std::size_t>(t)] / (denominator[static_cast<std::size_t>(t)] + options.eps);
                     const double b = (i == tail && t >= second) ? 0.0 : baseline;
                     A[at(i, t)] = (G[at(i, t)] - b) * m[at(i, t)];
                 }
-            }
         }
     } else {
         // Packed rows: position k of response i is its k-th valid token.
