@@ -104,6 +104,7 @@ void optimal_token_baseline(matrix_view<const T> rewards, matrix_view<const T> m
     std::vector<double> A(G.size(), 0.0);
     const group_table groups = make_groups(group_ids);
     if (!options.compact) {
+        std::vector<double> numerator(static_cast<std::size_t>(cols)), denominator(static_cast<std::size_t>(cols));
         for (const auto& members : groups.members) {
             if (members.size() == 1) {
                 const index_type i = members[0];
@@ -113,7 +114,8 @@ void optimal_token_baseline(matrix_view<const T> rewards, matrix_view<const T> m
             index_type second = 0;
             const index_type tail = options.handle_zero_tail ? zero_tail_member(members, lengths, second) : -1;
             // Row by row (contiguous), summing over members in order for each t.
-            std::vector<double> numerator(static_cast<std::size_t>(cols), 0.0), denominator(numerator.size(), 0.0);
+            std::fill(numerator.begin(), numerator.end(), 0.0);
+            std::fill(denominator.begin(), denominator.end(), 0.0);
             for (index_type i : members)
                 for (index_type t = 0; t < cols; ++t) {
                     numerator[static_cast<std::size_t>(t)] += G[at(i, t)] * W[at(i, t)] * m[at(i, t)];
