@@ -32,7 +32,9 @@ using bench::register_case;
 
 struct policy_tensors {
     index_type rows, cols;
-    std::vector<float> x, old, ref, mask, advantages, gradient;
+    // 64-byte aligned, as torch's CPU allocator aligns tensors.
+    using buffer = std::vector<float, Eigen::aligned_allocator<float>>;
+    buffer x, old, ref, mask, advantages, gradient;
     double tokens = 0;
 };
 

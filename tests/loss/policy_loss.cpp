@@ -343,6 +343,26 @@ TEMPLATE_TEST_CASE("policy_loss is bitwise identical for 1 and 2 threads", "[los
     }
 }
 
+TEST_CASE("policy_loss writes a large aligned gradient with streaming stores, bit for bit the same", "[loss][policy_loss]") {
+    // 64 × 16384 floats (4 MiB): past the streaming threshold when the rows are 64-byte aligned.
+    const index_type rows = 64, cols = 16384;
+    const auto d = make_data(rows, cols, 91, true);
+    using aligned = std::vector<float, Eigen::aligned_allocator<float>>;
+    const auto to_float = [](const std::vector<double>& values) { return aligned(values.begin(), values.end()); };
+    const aligned x = to_float(d.x), old = to_float(d.old), ref = to_float(d.ref), mask = to_float(d.mask), advantages = to_float(d.per_sample);
+    loss::policy_inputs<float> inputs{view(x.data(), rows, cols), view(old.data(), rows, cols), view(advantages.data(), rows, 1),
+                                      view(mask.data(), rows, cols), view(ref.data(), rows, cols), {}};
+    auto options = loss::presets::verl_actor(true);
+    aligned streamed(static_cast<std::size_t>(rows * cols) + 16, 5.0f), plain(static_cast<std::size_t>(rows * cols) + 16, 5.0f);
+    REQUIRE(reinterpret_cast<std::uintptr_t>(streamed.data()) % 64 == 0);
+    const auto a = loss::policy_loss(inputs, view(streamed.data(), rows, cols), options);
+    const auto b = loss::policy_loss(inputs, view(plain.data() + 1, rows, cols), options);  // unaligned: ordinary stores
+    CHECK(a.loss == b.loss);
+    CHECK(std::memcmp(streamed.data(), plain.data() + 1, static_cast<std::size_t>(rows * cols) * sizeof(float)) == 0);
+    CHECK(streamed[static_cast<std::size_t>(rows * cols)] == 5.0f);
+    CHECK(max_abs(std::vector<double>(streamed.begin(), streamed.begin() + 1000)) > 0);
+}
+
 TEST_CASE("policy_loss rejects bad input, naming the argument", "[loss][policy_loss][errors]") {
     std::vector<double> x(12, -1.0), mask(12, 1.0), advantages(3, 1.0), gradient(12);
     loss::policy_inputs<double> inputs{view(x.data(), 3, 4), view(x.data(), 3, 4), view(advantages.data(), 3, 1), view(mask.data(), 3, 4), {}, {}};
