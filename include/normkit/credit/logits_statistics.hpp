@@ -174,7 +174,7 @@ row_statistics<core::compute_t<T>> logits_row_statistics(const T* z, index_type 
             t2 *= r2;
             running_max = new_max;
         }
-        const batch<C> m(running_max);
+        const batch<C> minus_m(-running_max);
         // While this chunk's exps run from L1, ask for the next chunk from memory:
         // the read and the arithmetic overlap instead of taking turns.
         const index_type ahead = std::min(logits_chunk, n - begin - prefetch_distance);
@@ -184,8 +184,8 @@ row_statistics<core::compute_t<T>> logits_row_statistics(const T* z, index_type 
                 prefetch(chunk + prefetch_distance + i);
                 prefetch(chunk + prefetch_distance + i + lanes);
             }
-            const auto d0 = xsimd::max(load_full(chunk + i) * scale - m, floor);
-            const auto d1 = xsimd::max(load_full(chunk + i + lanes) * scale - m, floor);
+            const auto d0 = xsimd::max(xsimd::fma(load_full(chunk + i), scale, minus_m), floor);
+            const auto d1 = xsimd::max(xsimd::fma(load_full(chunk + i + lanes), scale, minus_m), floor);
             const auto e0 = xsimd::exp(d0);
             const auto e1 = xsimd::exp(d1);
             s0 += e0;
@@ -197,7 +197,7 @@ row_statistics<core::compute_t<T>> logits_row_statistics(const T* z, index_type 
         }
         for (; i < length; i += lanes) {
             const index_type count = std::min(lanes, length - i);
-            const auto d = xsimd::max(core::load(chunk + i, count) * scale - m, floor);
+            const auto d = xsimd::max(xsimd::fma(core::load(chunk + i, count), scale, minus_m), floor);
             const auto e = core::keep_lanes(xsimd::exp(d), count);
             s0 += e;
             s1 = xsimd::fma(e, d, s1);
