@@ -79,10 +79,17 @@ void layer_norm_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<co
                     // x − μ is formed as (x − c) − δ: exact in the first step for |μ| ≫ σ.
                     const batch<C> center(m.center), shift(m.shift), scale(r);
                     core::write_row(y.row(row), n, streaming, [&](index_type i, index_type count) {
-                        auto value = ((core::load(in + i, count) - center) - shift) * scale;
-                        if constexpr (has_weight) value *= core::load(weight.data + i, count);
-                        if constexpr (has_bias) value += core::load(bias.data + i, count);
-                        return value;
+                        // The affine step is an explicit fma, so no batch boundary can change
+                        // how the compiler contracts it (core::write_row may shift them).
+                        const auto xhat = ((core::load(in + i, count) - center) - shift) * scale;
+                        if constexpr (has_weight && has_bias)
+                            return xsimd::fma(xhat, core::load(weight.data + i, count), core::load(bias.data + i, count));
+                        else if constexpr (has_weight)
+                            return xhat * core::load(weight.data + i, count);
+                        else if constexpr (has_bias)
+                            return xhat + core::load(bias.data + i, count);
+                        else
+                            return xhat;
                     });
                 }
                 if (streaming) core::stream_fence();
