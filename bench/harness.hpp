@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -43,14 +44,17 @@ inline void register_case(const std::string& operation, const std::string& shape
         ->Unit(benchmark::kMicrosecond);
 }
 
-// memcpy of `bytes` bytes (half source, half destination), the limit each case is read against.
+// memcpy of `bytes` bytes (half source, half destination), the limit each case
+// is read against. The buffers are allocated on first use and shared by every
+// case of the same size, so registering many large cases costs no memory.
 inline void register_memcpy(const std::string& operation, const std::string& shape, double bytes) {
     const auto half = static_cast<std::size_t>(bytes / 2);
-    auto source = std::make_shared<std::vector<char>>(half, 1);
-    auto destination = std::make_shared<std::vector<char>>(half, 0);
-    register_case(operation, shape, "memcpy", bytes, [=] {
-        std::memcpy(destination->data(), source->data(), half);
-        benchmark::DoNotOptimize(destination->data());
+    register_case(operation, shape, "memcpy", bytes, [half] {
+        static std::map<std::size_t, std::pair<std::vector<char>, std::vector<char>>> buffers;
+        auto& pair = buffers[half];
+        if (pair.first.size() != half) pair = {std::vector<char>(half, 1), std::vector<char>(half, 0)};
+        std::memcpy(pair.second.data(), pair.first.data(), half);
+        benchmark::DoNotOptimize(pair.second.data());
     });
 }
 
