@@ -46,11 +46,11 @@ namespace core {
 template <class E, class = void>
 struct is_eigen_dense : std::false_type {};
 
-// Any Eigen dense object: a Matrix, Map, Ref, Block or VectorBlock (whose
-// DenseBase is that of the Block it derives from, hence derived()).
+// Any Eigen dense object: a Matrix, Map, Ref, Block or VectorBlock. Detected by
+// DenseBase's public IsRowMajor and innerStride(), which tensors lack (a
+// VectorBlock's DenseBase is its Block's, so is_base_of would miss it).
 template <class E>
-struct is_eigen_dense<E, std::void_t<decltype(std::declval<E&>().derived())>>
-    : std::is_base_of<Eigen::DenseBase<std::decay_t<decltype(std::declval<E&>().derived())>>, E> {};
+struct is_eigen_dense<E, std::void_t<decltype(E::IsRowMajor), decltype(std::declval<E&>().innerStride())>> : std::true_type {};
 
 template <class E>
 inline constexpr bool is_eigen_dense_v = is_eigen_dense<E>::value;
