@@ -47,14 +47,25 @@ TEST_CASE("layer_norm forward and backward agree with libtorch", "[peers][torch]
         const auto tx = wrap(x, {rows, n}), tdy = wrap(dy, {rows, n}), tw = wrap(weight, {n}), tb = wrap(bias, {n});
         const auto [ty, tmean, trstd] = at::native_layer_norm(tx, {n}, tw, tb, 1e-5);
         const auto [tdx, tdw, tdb] = at::native_layer_norm_backward(tdy, tx, {n}, tmean, trstd, tw, tb, {true, true, true});
-        CHECK(largest_difference(y, ty) < 1e-5);
         CHECK(largest_difference(mean, tmean.reshape({rows})) < 1e-5);
         CHECK(largest_difference(rstd, trstd.reshape({rows})) < 1e-5);
-        // dx cancels for n = 1: compare against the size of its terms there.
-        if (n > 1) CHECK(largest_difference(dx, tdx) < 1e-4);
-        CHECK(largest_difference(dweight, tdw) < 1e-4);
         CHECK(largest_difference(dbias, tdb) < 1e-5);
-        CHECK(largest_difference(y, at::layer_norm(tx, {n}, tw, tb, 1e-5)) < 1e-5);
+        if (n > 1) {
+            CHECK(largest_difference(y, ty) < 1e-5);
+            CHECK(largest_difference(dx, tdx) < 1e-4);
+            CHECK(largest_difference(dweight, tdw) < 1e-4);
+            CHECK(largest_difference(y, at::layer_norm(tx, {n}, tw, tb, 1e-5)) < 1e-5);
+        } else {
+            // n = 1 is a constant row: x̂ = 0 exactly, so y = β and dγ = 0. libtorch's CPU
+            // kernel leaves a rounding residue in x − μ there (PyTorch #188372), so it is not
+            // the reference for this case; the definition is.
+            INFO("libtorch y - beta: " << largest_difference(y, ty) << ", libtorch dweight: " << tdw.abs().max().item<float>());
+            for (index_type i = 0; i < rows; ++i) CHECK(y[i] == bias[0]);
+            CHECK(dweight[0] == 0.0f);
+            // dx = r·(g − mean(g)) = 0 up to the rounding of g = γ·dy, which the
+            // compiler may fuse into the subtraction (fma): measured against r·|g|.
+            for (index_type i = 0; i < rows; ++i) CHECK(std::abs(dx[i]) <= 1e-6f * rstd[i] * std::abs(dy[i] * weight[0]));
+        }
     }
 }
 

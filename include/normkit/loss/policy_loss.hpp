@@ -50,11 +50,9 @@
 #include "surrogate.hpp"
 
 #include "../core/dispatch.hpp"
+#include "../core/stream.hpp"
 
 #include <cstdint>
-#if defined(__SSE2__)
-#include <immintrin.h>
-#endif
 
 namespace normkit::loss {
 
@@ -135,46 +133,6 @@ inline policy_loss_options openrlhf_ppo() {
 
 namespace detail {
 
-// Non-temporal stores of a float batch (x86 only; elsewhere streams_stores() is false).
-template <class T>
-constexpr bool streams_stores() {
-#if defined(__AVX512F__) || defined(__AVX__) || defined(__SSE2__)
-    return std::is_same_v<T, float>;
-#else
-    return false;
-#endif
-}
-
-// A template on the batch type, so that only the branch of the enabled instruction set is instantiated.
-template <class B>
-inline void stream_store(float* destination, const B& value) {
-#if defined(__AVX512F__)
-    if constexpr (B::size == 16) {
-        _mm512_stream_ps(destination, value);
-        return;
-    }
-#endif
-#if defined(__AVX__)
-    if constexpr (B::size == 8) {
-        _mm256_stream_ps(destination, value);
-        return;
-    }
-#endif
-#if defined(__SSE2__)
-    if constexpr (B::size == 4) {
-        _mm_stream_ps(destination, value);
-        return;
-    }
-#endif
-    value.store_aligned(destination);
-}
-
-inline void stream_fence() {
-#if defined(__SSE2__)
-    _mm_sfence();
-#endif
-}
-
 template <class T>
 policy_loss_result policy_loss(const policy_inputs<T>& inputs, matrix_view<T> gradient, matrix_view<T> entropy_gradient,
                                const policy_loss_options& options) {
@@ -211,7 +169,7 @@ policy_loss_result policy_loss(const policy_inputs<T>& inputs, matrix_view<T> gr
     const bool ppo = options.surrogate.mode == surrogate_mode::ppo_clip;
     // A gradient larger than the caches is written with non-temporal stores when its rows are
     // aligned: no read-for-ownership of lines that are overwritten whole (as large memcpys do).
-    const bool stream = streams_stores<T>() && !gradient.empty() && static_cast<double>(gradient.size()) * sizeof(T) > 4e6 &&
+    const bool stream = core::can_stream_v<T> && std::is_same_v<T, float> && !gradient.empty() && static_cast<double>(gradient.size()) * sizeof(T) > 4e6 &&
                         reinterpret_cast<std::uintptr_t>(gradient.data) % 64 == 0 && (gradient.row_stride * sizeof(T)) % 64 == 0 && cols % lanes == 0;
     const auto run = [&](auto estimator, auto straight, auto with_kl, auto with_entropy, auto fused_ppo) {
         return core::reduce_rows<double>(rows, width, options.threads, [&](index_type begin, index_type end, double* partial) {
@@ -267,7 +225,7 @@ policy_loss_result policy_loss(const policy_inputs<T>& inputs, matrix_view<T> gr
                             const auto value = xsimd::select(selected, a_b * mv * g, zero);
                             if constexpr (std::is_same_v<T, float>) {
                                 if (stream && c == lanes) {
-                                    stream_store(gradient_row + i, value);
+                                    core::store_stream(gradient_row + i, value);
                                 } else {
                                     core::store(gradient_row + i, value, c);
                                 }
@@ -288,7 +246,7 @@ policy_loss_result policy_loss(const policy_inputs<T>& inputs, matrix_view<T> gr
                 partial[7] += core::horizontal_sum(metrics.tokens) > 0 ? 1.0 : 0.0;
                 partial[8] += static_cast<double>(core::horizontal_sum(bad_sum));
             }
-            if (stream) stream_fence();
+            if (stream) core::stream_fence();
         });
     };
     const double* totals;
