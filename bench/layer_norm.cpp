@@ -70,7 +70,12 @@ struct shape {
     }
 };
 
+// Sets the peers' thread count only when it changes: at::set_num_threads
+// rebuilds libtorch's pool, and calling it every iteration timed that instead.
 void set_peer_threads([[maybe_unused]] int threads) {
+    static int current = 0;
+    if (threads == current) return;
+    current = threads;
 #ifdef NORMKIT_HAVE_TORCH
     at::set_num_threads(threads);
 #endif
