@@ -39,15 +39,7 @@ using namespace normkit;
 using bench::register_case;
 
 std::shared_ptr<std::vector<float>> uniform_floats(std::size_t count, std::uint32_t seed, float low, float high) {
-    auto values = std::make_shared<std::vector<float>>(count);
-    std::uint32_t state = seed * 2654435761u + 1u;
-    for (auto& value : *values) {
-        state ^= state << 13;
-        state ^= state >> 17;
-        state ^= state << 5;
-        value = low + (high - low) * static_cast<float>(state >> 8) * (1.0f / 16777216.0f);
-    }
-    return values;
+    return std::make_shared<std::vector<float>>(bench::uniform_values<float>(count, seed, low, high));
 }
 
 // Σ exp over `elements` elements of a 4096-float buffer that stays in L1.

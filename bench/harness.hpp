@@ -10,6 +10,8 @@
 // read, half written. Buffers are allocated and touched before timing.
 #pragma once
 
+#include <normkit/core/types.hpp>
+
 #include <benchmark/benchmark.h>
 
 #include <cstddef>
@@ -56,6 +58,22 @@ inline void register_memcpy(const std::string& operation, const std::string& sha
         std::memcpy(pair.second.data(), pair.first.data(), half);
         benchmark::DoNotOptimize(pair.second.data());
     });
+}
+
+// Uniform values in [low, high) from a xorshift generator, rounded to storage
+// type T: fast enough for 1 GiB buffers (std::normal_distribution takes tens of
+// seconds there), and the same values for the same seed on every run.
+template <class T>
+std::vector<T> uniform_values(std::size_t count, std::uint32_t seed, float low, float high) {
+    std::vector<T> values(count);
+    std::uint32_t state = seed * 2654435761u + 1u;
+    for (auto& value : values) {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        value = normkit::core::from_compute<T>(low + (high - low) * static_cast<float>(state >> 8) * (1.0f / 16777216.0f));
+    }
+    return values;
 }
 
 template <class T>

@@ -29,18 +29,6 @@ using namespace normkit;
 using bench::register_case;
 using row_major = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// A fast fill (a 1 GiB buffer with std::normal_distribution takes tens of seconds).
-std::shared_ptr<std::vector<float>> uniform_buffer(std::size_t count, std::uint32_t seed, float low = -2.0f, float high = 2.0f) {
-    auto values = std::make_shared<std::vector<float>>(count);
-    std::uint32_t state = seed * 2654435761u + 1u;
-    for (auto& value : *values) {
-        state ^= state << 13;
-        state ^= state >> 17;
-        state ^= state << 5;
-        value = low + (high - low) * static_cast<float>(state >> 8) * (1.0f / 16777216.0f);
-    }
-    return values;
-}
 
 // The tensors of one shape, shared by every case of that shape and filled on
 // first use (the warm-up call), so a filtered run allocates only what it times.
@@ -54,8 +42,8 @@ struct lazy_tensors {
     tensors& get() {
         if (!data) {
             const auto count = static_cast<std::size_t>(rows * cols);
-            data = std::make_shared<tensors>(tensors{*uniform_buffer(count, 1), *uniform_buffer(count, 2), *uniform_buffer(count, 3),
-                                                     *uniform_buffer(count, 4), *uniform_buffer(cols, 5, 0.5f, 1.5f), *uniform_buffer(cols, 6),
+            data = std::make_shared<tensors>(tensors{bench::uniform_values<float>(count, 1, -2, 2), bench::uniform_values<float>(count, 2, -2, 2), bench::uniform_values<float>(count, 3, -2, 2),
+                                                     bench::uniform_values<float>(count, 4, -2, 2), bench::uniform_values<float>(cols, 5, 0.5f, 1.5f), bench::uniform_values<float>(cols, 6, -2, 2),
                                                      std::vector<float>(rows), std::vector<float>(rows), std::vector<float>(cols),
                                                      std::vector<float>(cols)});
         }

@@ -32,18 +32,6 @@ namespace {
 using namespace normkit;
 using bench::register_case;
 
-template <class T>
-std::vector<T> fast_fill(std::size_t count, std::uint32_t seed, float low, float high) {
-    std::vector<T> values(count);
-    std::uint32_t state = seed * 2654435761u + 1u;
-    for (auto& value : values) {
-        state ^= state << 13;
-        state ^= state >> 17;
-        state ^= state << 5;
-        value = core::from_compute<T>(low + (high - low) * static_cast<float>(state >> 8) * (1.0f / 16777216.0f));
-    }
-    return values;
-}
 
 template <class T>
 struct tensors {
@@ -51,9 +39,9 @@ struct tensors {
     std::vector<T> x, y, dy, dx, gamma, beta, alpha;
     std::vector<float> rstd, dgamma, dbeta, dalpha;
     tensors(index_type rows_, index_type cols_)
-        : rows(rows_), cols(cols_), x(fast_fill<T>(rows * cols, 1, -3, 3)), y(rows * cols), dy(fast_fill<T>(rows * cols, 2, -1, 1)),
-          dx(rows * cols), gamma(fast_fill<T>(cols, 3, 0.5f, 1.5f)), beta(fast_fill<T>(cols, 4, -0.1f, 0.1f)),
-          alpha(fast_fill<T>(cols, 5, 0.5f, 1.5f)), rstd(rows), dgamma(cols), dbeta(cols), dalpha(cols) {}
+        : rows(rows_), cols(cols_), x(bench::uniform_values<T>(rows * cols, 1, -3, 3)), y(rows * cols), dy(bench::uniform_values<T>(rows * cols, 2, -1, 1)),
+          dx(rows * cols), gamma(bench::uniform_values<T>(cols, 3, 0.5f, 1.5f)), beta(bench::uniform_values<T>(cols, 4, -0.1f, 0.1f)),
+          alpha(bench::uniform_values<T>(cols, 5, 0.5f, 1.5f)), rstd(rows), dgamma(cols), dbeta(cols), dalpha(cols) {}
 };
 
 // Shared by every case of one shape and type, created on first use (the warm-up call).

@@ -31,18 +31,6 @@ namespace {
 using namespace normkit;
 using bench::register_case;
 
-template <class T>
-std::vector<T> fast_fill(std::size_t count, std::uint32_t seed, float low, float high) {
-    std::vector<T> values(count);
-    std::uint32_t state = seed * 2654435761u + 1u;
-    for (auto& value : values) {
-        state ^= state << 13;
-        state ^= state >> 17;
-        state ^= state << 5;
-        value = static_cast<T>(low + (high - low) * static_cast<float>(state >> 8) * (1.0f / 16777216.0f));
-    }
-    return values;
-}
 
 // The buffers of one case, filled on first use so a filtered run allocates only what it times.
 template <class T>
@@ -60,9 +48,9 @@ struct lazy {
             const auto count = static_cast<std::size_t>(rows * cols);
             const auto width = static_cast<std::size_t>(rows / tokens * cols);
             data = std::make_shared<buffers<T>>(buffers<T>{
-                fast_fill<T>(count, 1, -2, 2), fast_fill<T>(count, 2, -2, 2), std::vector<T>(count), std::vector<T>(count), fast_fill<T>(count, 3, -1, 1),
-                fast_fill<T>(count, 4, -1, 1), std::vector<T>(count), std::vector<T>(count), fast_fill<T>(cols, 5, 0.5f, 1.5f),
-                fast_fill<T>(width, 6, 0.5f, 1.5f), std::vector<float>(rows), std::vector<float>(rows), std::vector<float>(cols),
+                bench::uniform_values<T>(count, 1, -2, 2), bench::uniform_values<T>(count, 2, -2, 2), std::vector<T>(count), std::vector<T>(count), bench::uniform_values<T>(count, 3, -1, 1),
+                bench::uniform_values<T>(count, 4, -1, 1), std::vector<T>(count), std::vector<T>(count), bench::uniform_values<T>(cols, 5, 0.5f, 1.5f),
+                bench::uniform_values<T>(width, 6, 0.5f, 1.5f), std::vector<float>(rows), std::vector<float>(rows), std::vector<float>(cols),
                 std::vector<float>(cols), std::vector<float>(tokens), std::vector<float>(tokens), std::vector<float>(width), std::vector<float>(width)});
         }
         return *data;
