@@ -92,37 +92,6 @@ struct row_statistics {
 template <class C>
 inline constexpr C exp_floor = std::is_same_v<C, double> ? C(-800) : C(-200);
 
-// A full batch of T as compute batches. bf16 is widened with one integer
-// instruction (its bits are the top half of a float) where the instruction set
-// has it; core::load's portable byte shuffle costs more than the exp here.
-template <class T>
-inline core::batch<core::compute_t<T>> load_full(const T* source) {
-#if defined(__AVX512F__) || defined(__AVX2__) || defined(__SSE2__)
-    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-        // B depends on T, so the branches for other widths are discarded unchecked.
-        using B = core::batch<core::compute_t<T>>;
-        constexpr index_type lanes = core::width<float>;
-#if defined(__AVX512F__)
-        if constexpr (lanes == 16) {
-            const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(source));
-            return B(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16)));
-        }
-#endif
-#if defined(__AVX2__)
-        if constexpr (lanes == 8) {
-            const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(source));
-            return B(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16)));
-        }
-#endif
-        if constexpr (lanes == 4) {
-            const __m128i bits = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(source));
-            return B(_mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), bits)));
-        }
-    }
-#endif
-    return core::load(source);
-}
-
 // One cache line of the (read-only) row into the cache hierarchy, without faulting.
 template <class T>
 inline void prefetch(const T* address) {
@@ -147,8 +116,8 @@ row_statistics<core::compute_t<T>> logits_row_statistics(const T* z, index_type 
         batch<C> chunk_max = minus_infinity, chunk_max2 = minus_infinity;
         index_type i = 0;
         for (; i + 2 * lanes <= length; i += 2 * lanes) {
-            chunk_max = xsimd::max(chunk_max, load_full(chunk + i));
-            chunk_max2 = xsimd::max(chunk_max2, load_full(chunk + i + lanes));
+            chunk_max = xsimd::max(chunk_max, core::load(chunk + i));
+            chunk_max2 = xsimd::max(chunk_max2, core::load(chunk + i + lanes));
         }
         for (; i < length; i += lanes) {
             const index_type count = std::min(lanes, length - i);
@@ -184,8 +153,8 @@ row_statistics<core::compute_t<T>> logits_row_statistics(const T* z, index_type 
                 prefetch(chunk + prefetch_distance + i);
                 prefetch(chunk + prefetch_distance + i + lanes);
             }
-            const auto d0 = xsimd::max(xsimd::fma(load_full(chunk + i), scale, minus_m), floor);
-            const auto d1 = xsimd::max(xsimd::fma(load_full(chunk + i + lanes), scale, minus_m), floor);
+            const auto d0 = xsimd::max(xsimd::fma(core::load(chunk + i), scale, minus_m), floor);
+            const auto d1 = xsimd::max(xsimd::fma(core::load(chunk + i + lanes), scale, minus_m), floor);
             const auto e0 = xsimd::exp(d0);
             const auto e1 = xsimd::exp(d1);
             s0 += e0;
