@@ -165,29 +165,20 @@ struct Config {
     index_type head_dim() const { return channels / heads; }
 };
 
-// GELU, tanh form (GPT-2, llm.c).
-constexpr double gelu_scale = 0.7978845608028654;  // √(2/π)
-Scalar gelu(Scalar x) { return 0.5 * x * (1 + std::tanh(gelu_scale * (x + 0.044715 * x * x * x))); }
-Scalar gelu_derivative(Scalar x) {
-    const Scalar t = std::tanh(gelu_scale * (x + 0.044715 * x * x * x));
-    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * gelu_scale * (1 + 3 * 0.044715 * x * x);
-}
-
-struct Block {
+// Causal multi-head self-attention with QK-norm: out = concat_h(P_h·v_h)·Wo,
+// P_h = causal_softmax(s·q̂_h·k̂_hᵀ), q̂, k̂ = QK-norm(n·Wq, n·Wk), v = n·Wv.
+struct Attention {
     Config config;
-    NormLayer norm1, norm2;
-    Parameter query_weight, key_weight, value_weight, output_weight;  // C × C, applied as x·W
+    Parameter query_weight, key_weight, value_weight, output_weight;  // C × C, applied as n·W
     Parameter qk_query_weight, qk_key_weight;                          // per-head RMS form: head_dim each
     Parameter qk_gain;                                                 // L2 form: the scalar g (1 × 1)
-    Parameter up_weight, down_weight;                                  // C × F and F × C
 
-    // Activations saved by the forward for the backward (llm.c's "acts").
-    Matrix x, n1, q, k, v, qn, kn, attention_out, x1, n2, pre_activation, activation;
-    std::vector<Matrix> probabilities;  // per head, tokens × tokens
-    Matrix query_rstd, key_rstd;        // QK-norm (RMS form), one per token and head
+    // Saved by the forward for the backward (llm.c's "acts").
+    Matrix n, q, k, v, qn, kn, mixed;   // tokens × C; mixed = concat_h(P_h·v_h)
+    Matrix query_rstd, key_rstd;        // QK-norm (RMS form): one per token and head
+    std::vector<Matrix> probabilities;  // per head, tokens × tokens, 0 above the diagonal
 
-    Block(const Config& c, std::mt19937& rng)
-        : config(c), norm1(c.norm, "norm1", c.channels, c.heads, rng), norm2(c.norm, "norm2", c.channels, c.heads, rng) {
+    Attention(const Config& c, std::mt19937& rng) : config(c) {
         const double s = 1.0 / std::sqrt(double(c.channels));
         query_weight = make_parameter("query_weight", c.channels, c.channels, rng, 0.0, s);
         key_weight = make_parameter("key_weight", c.channels, c.channels, rng, 0.0, s);
@@ -200,18 +191,12 @@ struct Block {
             // The paper's init log2(L² − L), jittered so the check is not at a special value.
             qk_gain = make_parameter("qk_gain", 1, 1, rng, norm::qk_norm_initial_gain(c.tokens), 0.1);
         }
-        up_weight = make_parameter("up_weight", c.channels, c.hidden, rng, 0.0, s);
-        down_weight = make_parameter("down_weight", c.hidden, c.channels, rng, 0.0, 1.0 / std::sqrt(double(c.hidden)));
     }
 
     std::vector<Parameter*> parameters() {
         std::vector<Parameter*> all;
-        for (Parameter* p : norm1.parameters()) all.push_back(p);
         for (Parameter* p : {&query_weight, &key_weight, &value_weight, &qk_query_weight, &qk_key_weight, &qk_gain, &output_weight})
             if (p->value.size() > 0) all.push_back(p);
-        for (Parameter* p : norm2.parameters()) all.push_back(p);
-        all.push_back(&up_weight);
-        all.push_back(&down_weight);
         return all;
     }
 
@@ -225,11 +210,10 @@ struct Block {
 
     Matrix forward(const Matrix& input) {
         const index_type T = config.tokens, D = config.head_dim();
-        x = input;
-        norm1.forward(x, n1);
-        q = n1 * query_weight.value;
-        k = n1 * key_weight.value;
-        v = n1 * value_weight.value;
+        n = input;
+        q = n * query_weight.value;
+        k = n * key_weight.value;
+        v = n * value_weight.value;
         qn.resize(T, config.channels);
         kn.resize(T, config.channels);
         if (config.qk == QkKind::rms) {
@@ -240,10 +224,10 @@ struct Block {
         } else {
             norm::qk_l2_norm_forward(heads_of(q), heads_of(k), heads_of(qn), heads_of(kn), qk_gain.value(0, 0));
         }
-        attention_out.resize(T, config.channels);
+        mixed.resize(T, config.channels);
         probabilities.resize(config.heads);
         for (index_type h = 0; h < config.heads; ++h) {
-            Matrix scores = qn.middleCols(h * D, D) * kn.middleCols(h * D, D).transpose() * score_scale();
+            const Matrix scores = qn.middleCols(h * D, D) * kn.middleCols(h * D, D).transpose() * score_scale();
             Matrix& p = probabilities[h];
             p = Matrix::Zero(T, T);
             for (index_type t = 0; t < T; ++t) {  // causal: token t sees tokens 0..t
@@ -251,47 +235,29 @@ struct Block {
                 p.row(t).head(t + 1) = (scores.row(t).head(t + 1).array() - top).exp();
                 p.row(t).head(t + 1) /= p.row(t).head(t + 1).sum();
             }
-            attention_out.middleCols(h * D, D) = p * v.middleCols(h * D, D);
+            mixed.middleCols(h * D, D) = p * v.middleCols(h * D, D);
         }
-        x1 = x + attention_out * output_weight.value;
-        norm2.forward(x1, n2);
-        pre_activation = n2 * up_weight.value;
-        activation = pre_activation.unaryExpr([](Scalar u) { return gelu(u); });
-        return x1 + activation * down_weight.value;
+        return mixed * output_weight.value;
     }
 
-    // From dL/dy, writes every parameter gradient and returns dL/dx.
-    //
-    // Each step is the transpose of its forward line, read bottom to top:
-    //   y = x₁ + a·W₂            dx₁ = dy (+ the norm₂ path),  dW₂ = aᵀ·dy,  da = dy·W₂ᵀ
-    //   a = GELU(u)               du = da ⊙ GELU′(u)
-    //   u = n₂·W₁                 dW₁ = n₂ᵀ·du,  dn₂ = du·W₁ᵀ
-    //   n₂ = norm₂(x₁)            dx₁ += norm₂_backward(dn₂)           (normkit)
-    //   x₁ = x + o·Wo             dx = dx₁ (+ the norm₁ path),  dWo = oᵀ·dx₁,  do = dx₁·Woᵀ
-    //   o_h = P_h·v_h             dP_h = do_h·v_hᵀ,  dv_h = P_hᵀ·do_h
-    //   P = softmax(S) per row    dS = P ⊙ (dP − rowsum(dP ⊙ P))       (masked entries have P = 0, so dS = 0)
-    //   S_h = s·q̂_h·k̂_hᵀ          dq̂_h = s·dS_h·k̂_h,  dk̂_h = s·dS_hᵀ·q̂_h
-    //   q̂, k̂ = QK-norm(q, k)      dq, dk, d(weights or gain) = qk_norm_backward   (normkit)
-    //   q, k, v = n₁·W{q,k,v}     dW• = n₁ᵀ·d•,  dn₁ = dq·Wqᵀ + dk·Wkᵀ + dv·Wvᵀ
-    //   n₁ = norm₁(x)             dx += norm₁_backward(dn₁)            (normkit)
-    Matrix backward(const Matrix& dy) {
+    // From d(out), writes every parameter gradient and returns d(input).
+    // Each line is the transpose of a forward line, read bottom to top:
+    //   out = m·Wo                 dWo = mᵀ·dout,  dm = dout·Woᵀ
+    //   m_h = P_h·v_h              dP_h = dm_h·v_hᵀ,  dv_h = P_hᵀ·dm_h
+    //   P = softmax(S) per row     dS = P ⊙ (dP − rowsum(dP ⊙ P))   (masked entries have P = 0, so dS = 0)
+    //   S_h = s·q̂_h·k̂_hᵀ           dq̂_h = s·dS_h·k̂_h,  dk̂_h = s·dS_hᵀ·q̂_h
+    //   q̂, k̂ = QK-norm(q, k)       dq, dk and d(weights) or d(gain): normkit's QK-norm backward
+    //   q, k, v = n·W{q,k,v}       dW• = nᵀ·d•,  dn = dq·Wqᵀ + dk·Wkᵀ + dv·Wvᵀ
+    Matrix backward(const Matrix& d_out) {
         const index_type T = config.tokens, D = config.head_dim();
-        // MLP.
-        down_weight.gradient = activation.transpose() * dy;
-        Matrix d_pre = (dy * down_weight.value.transpose()).cwiseProduct(pre_activation.unaryExpr([](Scalar u) { return gelu_derivative(u); }));
-        up_weight.gradient = n2.transpose() * d_pre;
-        Matrix dn2 = d_pre * up_weight.value.transpose(), dx1;
-        norm2.backward(dn2, x1, dx1);
-        dx1 += dy;
-        // Attention.
-        output_weight.gradient = attention_out.transpose() * dx1;
-        Matrix d_out = dx1 * output_weight.value.transpose();
+        output_weight.gradient = mixed.transpose() * d_out;
+        const Matrix d_mixed = d_out * output_weight.value.transpose();
         Matrix dqn(T, config.channels), dkn(T, config.channels), dv(T, config.channels);
         for (index_type h = 0; h < config.heads; ++h) {
             const Matrix& p = probabilities[h];
-            Matrix dp = d_out.middleCols(h * D, D) * v.middleCols(h * D, D).transpose();
-            dv.middleCols(h * D, D) = p.transpose() * d_out.middleCols(h * D, D);
-            Matrix ds = p.cwiseProduct(dp - dp.cwiseProduct(p).rowwise().sum().replicate(1, T)) * score_scale();
+            const Matrix dp = d_mixed.middleCols(h * D, D) * v.middleCols(h * D, D).transpose();
+            dv.middleCols(h * D, D) = p.transpose() * d_mixed.middleCols(h * D, D);
+            const Matrix ds = p.cwiseProduct(dp - dp.cwiseProduct(p).rowwise().sum().replicate(1, T)) * score_scale();
             dqn.middleCols(h * D, D) = ds * kn.middleCols(h * D, D);
             dkn.middleCols(h * D, D) = ds.transpose() * qn.middleCols(h * D, D);
         }
@@ -304,10 +270,82 @@ struct Block {
             qk_gain.gradient(0, 0) =
                 norm::qk_l2_norm_backward(heads_of(dqn), heads_of(dkn), heads_of(q), heads_of(k), qk_gain.value(0, 0), heads_of(dq), heads_of(dk));
         }
-        query_weight.gradient = n1.transpose() * dq;
-        key_weight.gradient = n1.transpose() * dk;
-        value_weight.gradient = n1.transpose() * dv;
-        Matrix dn1 = dq * query_weight.value.transpose() + dk * key_weight.value.transpose() + dv * value_weight.value.transpose(), dx;
+        query_weight.gradient = n.transpose() * dq;
+        key_weight.gradient = n.transpose() * dk;
+        value_weight.gradient = n.transpose() * dv;
+        return dq * query_weight.value.transpose() + dk * key_weight.value.transpose() + dv * value_weight.value.transpose();
+    }
+};
+
+// GELU, tanh form (GPT-2, llm.c), and its derivative.
+constexpr double gelu_scale = 0.7978845608028654;  // √(2/π)
+Scalar gelu(Scalar x) { return 0.5 * x * (1 + std::tanh(gelu_scale * (x + 0.044715 * x * x * x))); }
+Scalar gelu_derivative(Scalar x) {
+    const Scalar t = std::tanh(gelu_scale * (x + 0.044715 * x * x * x));
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * gelu_scale * (1 + 3 * 0.044715 * x * x);
+}
+
+// out = GELU(n·W₁)·W₂ (no biases, as in LLaMA-style blocks).
+struct Mlp {
+    Parameter up_weight, down_weight;  // C × F and F × C
+    Matrix n, pre_activation, activation;
+
+    Mlp(const Config& c, std::mt19937& rng) {
+        up_weight = make_parameter("up_weight", c.channels, c.hidden, rng, 0.0, 1.0 / std::sqrt(double(c.channels)));
+        down_weight = make_parameter("down_weight", c.hidden, c.channels, rng, 0.0, 1.0 / std::sqrt(double(c.hidden)));
+    }
+    std::vector<Parameter*> parameters() { return {&up_weight, &down_weight}; }
+
+    Matrix forward(const Matrix& input) {
+        n = input;
+        pre_activation = n * up_weight.value;
+        activation = pre_activation.unaryExpr([](Scalar u) { return gelu(u); });
+        return activation * down_weight.value;
+    }
+
+    //   out = a·W₂     dW₂ = aᵀ·dout,  da = dout·W₂ᵀ
+    //   a = GELU(u)    du = da ⊙ GELU′(u)
+    //   u = n·W₁       dW₁ = nᵀ·du,  dn = du·W₁ᵀ
+    Matrix backward(const Matrix& d_out) {
+        down_weight.gradient = activation.transpose() * d_out;
+        const Matrix du = (d_out * down_weight.value.transpose()).cwiseProduct(pre_activation.unaryExpr([](Scalar u) { return gelu_derivative(u); }));
+        up_weight.gradient = n.transpose() * du;
+        return du * up_weight.value.transpose();
+    }
+};
+
+//   x₁ = x + attention(norm₁(x)),  y = x₁ + mlp(norm₂(x₁))
+struct Block {
+    NormLayer norm1, norm2;
+    Attention attention;
+    Mlp mlp;
+    Matrix x, n1, x1, n2;
+
+    Block(const Config& c, std::mt19937& rng)
+        : norm1(c.norm, "norm1", c.channels, c.heads, rng), norm2(c.norm, "norm2", c.channels, c.heads, rng), attention(c, rng), mlp(c, rng) {}
+
+    std::vector<Parameter*> parameters() {
+        std::vector<Parameter*> all;
+        for (const std::vector<Parameter*>& layer : {norm1.parameters(), attention.parameters(), norm2.parameters(), mlp.parameters()})
+            all.insert(all.end(), layer.begin(), layer.end());
+        return all;
+    }
+
+    Matrix forward(const Matrix& input) {
+        x = input;
+        norm1.forward(x, n1);
+        x1 = x + attention.forward(n1);
+        norm2.forward(x1, n2);
+        return x1 + mlp.forward(n2);
+    }
+
+    // A residual passes its gradient through unchanged and adds the branch's:
+    //   dx₁ = dy + norm₂_backward(mlp_backward(dy)),  dx = dx₁ + norm₁_backward(attention_backward(dx₁))
+    Matrix backward(const Matrix& dy) {
+        Matrix dn2 = mlp.backward(dy), dx1;
+        norm2.backward(dn2, x1, dx1);
+        dx1 += dy;
+        Matrix dn1 = attention.backward(dx1), dx;
         norm1.backward(dn1, x, dx);
         return dx + dx1;
     }
