@@ -10,9 +10,10 @@
 // (2·E·s); the selective score reads the logits (E·s, memcpy of the same).
 // Shapes: 32 × 4096 (x and y fit in L2: the in-cache target), 4096 × 4096
 // (64 MiB per fp32 tensor), logits 256 × 1000 (ImageNet classes).
-// `xsimd_tanh` / `xsimd_erf` are the bare loops y = tanh(αx) / erf(αx + s)
-// over the same rows, the ceiling the DyT / Derf target (80 % of memcpy) is
-// read against. Labels end in :f32 or :bf16.
+// `bare_tanh` / `bare_erf` are the bare loops y = tanh(αx) / erf(αx + s) over
+// the same elements with normkit's tanh / erf, the ceiling the DyT / Derf
+// target (80 % of memcpy) is read against; `xsimd_tanh` / `xsimd_erf` the same
+// loops with xsimd's functions. Labels end in :f32 or :bf16.
 #include "harness.hpp"
 
 #include <normkit/core/math.hpp>
@@ -67,6 +68,33 @@ torch::Tensor wrap(std::vector<T>& values, std::vector<int64_t> sizes) {
 }
 #endif
 
+// y = f(x) over a contiguous buffer, nothing else: the ceiling DyT and Derf
+// are read against.
+template <class C, class T, class F>
+void bare_loop(const T* x, T* y, index_type count, F function) {
+    core::for_each_batch<C>(count, [&](index_type i, index_type c) { core::store(y + i, function(core::load(x + i, c)), c); });
+    benchmark::DoNotOptimize(y);
+}
+
+// xsimd's own tanh and erf (normkit's float lanes use cheaper rationals,
+// core/math.hpp), flattened for the reason math.hpp gives.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+template <class C>
+[[gnu::flatten]] core::batch<C> xsimd_tanh(const core::batch<C>& x) {
+    return xsimd::tanh(x);
+}
+template <class C>
+[[gnu::flatten]] core::batch<C> xsimd_erf(const core::batch<C>& x) {
+    return xsimd::erf(x);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 template <class T>
 void register_pointwise(index_type rows, index_type cols) {
     const std::string label = std::to_string(rows) + "x" + std::to_string(cols) + suffix<T>();
@@ -81,14 +109,13 @@ void register_pointwise(index_type rows, index_type cols) {
         auto& d = t->get();
         norm::dyt_forward(view(d.x.data(), rows, cols), view(d.y.data(), rows, cols), alpha, d.gamma, d.beta);
     });
+    register_case("dyt_forward", label, "bare_tanh", forward_bytes, [=] {
+        auto& d = t->get();
+        bare_loop<C>(d.x.data(), d.y.data(), rows * cols, [a = core::batch<C>(static_cast<C>(alpha))](const auto& x) { return core::tanh(x * a); });
+    });
     register_case("dyt_forward", label, "xsimd_tanh", forward_bytes, [=] {
         auto& d = t->get();
-        const core::batch<C> a(static_cast<C>(alpha));
-        for (index_type row = 0; row < rows; ++row)
-            core::for_each_batch<C>(cols, [&](index_type i, index_type c) {
-                core::store(d.y.data() + row * cols + i, core::tanh(core::load(d.x.data() + row * cols + i, c) * a), c);
-            });
-        benchmark::DoNotOptimize(d.y.data());
+        bare_loop<C>(d.x.data(), d.y.data(), rows * cols, [a = core::batch<C>(static_cast<C>(alpha))](const auto& x) { return xsimd_tanh(x * a); });
     });
     bench::register_memcpy("dyt_backward", label, backward_bytes);
     register_case("dyt_backward", label, "normkit", backward_bytes, [=] {
@@ -101,14 +128,15 @@ void register_pointwise(index_type rows, index_type cols) {
         auto& d = t->get();
         norm::derf_forward(view(d.x.data(), rows, cols), view(d.y.data(), rows, cols), alpha, shift, d.gamma, d.beta);
     });
+    register_case("derf_forward", label, "bare_erf", forward_bytes, [=] {
+        auto& d = t->get();
+        bare_loop<C>(d.x.data(), d.y.data(), rows * cols,
+                     [a = core::batch<C>(static_cast<C>(alpha)), s = core::batch<C>(static_cast<C>(shift))](const auto& x) { return core::erf(x * a + s); });
+    });
     register_case("derf_forward", label, "xsimd_erf", forward_bytes, [=] {
         auto& d = t->get();
-        const core::batch<C> a(static_cast<C>(alpha)), s(static_cast<C>(shift));
-        for (index_type row = 0; row < rows; ++row)
-            core::for_each_batch<C>(cols, [&](index_type i, index_type c) {
-                core::store(d.y.data() + row * cols + i, core::erf(core::load(d.x.data() + row * cols + i, c) * a + s), c);
-            });
-        benchmark::DoNotOptimize(d.y.data());
+        bare_loop<C>(d.x.data(), d.y.data(), rows * cols,
+                     [a = core::batch<C>(static_cast<C>(alpha)), s = core::batch<C>(static_cast<C>(shift))](const auto& x) { return xsimd_erf(x * a + s); });
     });
     bench::register_memcpy("derf_backward", label, backward_bytes);
     register_case("derf_backward", label, "normkit", backward_bytes, [=] {

@@ -1,10 +1,12 @@
 // The core layer: views, storage conversion, row reductions, the fixed-partition reduction.
 #include "support.hpp"
 
+#include <normkit/core/math.hpp>
 #include <normkit/core/parallel.hpp>
 #include <normkit/core/reduce.hpp>
 
 #include <atomic>
+#include <cmath>
 #include <numeric>
 
 using namespace normkit;
@@ -157,4 +159,43 @@ TEST_CASE("view reads Eigen tensors, row-major matrices, blocks and raw buffers"
     require_error_naming([&] { view(raw.data(), 3, 10, 5); }, "row_stride");
     auto strided = view(raw.data(), 3, 8, 10);
     CHECK(&strided(2, 1) == raw.data() + 21);
+}
+
+// The float tanh and erf are rational approximations (core/math.hpp): a sweep
+// of 2^20 points over [−10, 10], plus the tiny and huge ends, must stay within
+// the few ulp they are documented to have, be exactly odd, and saturate at ±1.
+TEST_CASE("float tanh and erf stay within 10 ulp of the double functions", "[core][math]") {
+    using batch = core::batch<float>;
+    std::vector<float> inputs;
+    for (int i = 0; i <= (1 << 20); ++i) inputs.push_back(-10.0f + 20.0f * static_cast<float>(i) / static_cast<float>(1 << 20));
+    for (float tiny : {1e-30f, 1e-8f, 3.9e-4f, 4.1e-4f, 0.0f}) inputs.push_back(tiny);
+    for (float huge : {9.0f, 50.0f, 1e30f, std::numeric_limits<float>::infinity()}) inputs.push_back(huge);
+    while (inputs.size() % batch::size) inputs.push_back(0.5f);
+    double worst_tanh = 0, worst_erf = 0;
+    int not_odd = 0, beyond_one = 0;
+    for (std::size_t i = 0; i < inputs.size(); i += batch::size) {
+        alignas(64) float tanh_values[batch::size], erf_values[batch::size], negated_tanh[batch::size], negated_erf[batch::size];
+        const auto x = batch::load_unaligned(inputs.data() + i);
+        core::tanh(x).store_aligned(tanh_values);
+        core::erf(x).store_aligned(erf_values);
+        core::tanh(-x).store_aligned(negated_tanh);
+        core::erf(-x).store_aligned(negated_erf);
+        for (std::size_t lane = 0; lane < batch::size; ++lane) {
+            const double input = inputs[i + lane];
+            const auto ulps = [](double got, double want) {
+                const float magnitude = static_cast<float>(std::fabs(want));
+                return std::fabs(got - want) / static_cast<double>(std::nextafter(magnitude, 2.0f) - magnitude);
+            };
+            worst_tanh = std::max(worst_tanh, ulps(tanh_values[lane], std::tanh(input)));
+            worst_erf = std::max(worst_erf, ulps(erf_values[lane], std::erf(input)));
+            not_odd += negated_tanh[lane] != -tanh_values[lane] || negated_erf[lane] != -erf_values[lane];
+            beyond_one += !(std::fabs(tanh_values[lane]) <= 1.0f && std::fabs(erf_values[lane]) <= 1.0f);
+        }
+    }
+    CHECK(not_odd == 0);
+    CHECK(beyond_one == 0);
+    CHECK(worst_tanh <= 10.0);
+    CHECK(worst_erf <= 10.0);
+    CHECK(core::tanh(batch(std::numeric_limits<float>::infinity())).get(0) == 1.0f);
+    CHECK(core::erf(batch(-std::numeric_limits<float>::infinity())).get(0) == -1.0f);
 }

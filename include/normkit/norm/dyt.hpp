@@ -17,8 +17,10 @@
 //     (its training.py default is 1.0). The α init shrinks with width.
 //
 // Conventions:
-// - tanh is xsimd's on batches of the compute type (float, double for double
-//   storage); bf16/fp16 are widened on load and y rounded once on store.
+// - tanh is core::tanh on batches of the compute type: for float lanes (float,
+//   bf16, fp16 storage) a rational approximation within 10 ulp (core/math.hpp;
+//   xsimd's is twice the cost and bounds this kernel), for double xsimd's.
+//   bf16/fp16 are widened on load and y rounded once on store.
 // - dα, dγ, dβ accumulate in float (double) per fixed chunk of rows (dα per row
 //   first, in SIMD lanes), chunks summed in order: any thread count gives the
 //   same bits. They are overwritten, not accumulated into.
@@ -27,7 +29,7 @@
 //   input_gradient the same memory as output_gradient.
 #pragma once
 
-#include "pointwise_arguments.hpp"
+#include "pointwise.hpp"
 #include "../core/dispatch.hpp"
 #include "../core/math.hpp"
 #include "../core/parallel.hpp"
@@ -66,28 +68,9 @@ namespace detail {
 template <class T>
 void dyt_forward(matrix_view<const T> x, matrix_view<T> y, double alpha, vector_view<const T> weight, vector_view<const T> bias,
                  const dyt_options& options) {
-    using C = core::compute_t<T>;
-    using core::batch;
-    require_pointwise_forward(x, y, weight, bias);
     core::require(std::isfinite(alpha), "alpha must be finite, got ", alpha);
-    const index_type n = x.cols;
-    const batch<C> a(static_cast<C>(alpha));
-    core::with_flags(
-        [&](auto has_weight, auto has_bias) {
-            core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
-                for (index_type row = begin; row < end; ++row) {
-                    const T* in = x.row(row);
-                    T* out = y.row(row);
-                    core::for_each_batch<C>(n, [&](index_type i, index_type count) {
-                        auto value = core::tanh(core::load(in + i, count) * a);
-                        if constexpr (has_weight) value *= core::load(weight.data + i, count);
-                        if constexpr (has_bias) value += core::load(bias.data + i, count);
-                        core::store(out + i, value, count);
-                    });
-                }
-            });
-        },
-        !weight.empty(), !bias.empty());
+    const core::batch<core::compute_t<T>> a(static_cast<core::compute_t<T>>(alpha));
+    pointwise_forward(x, y, weight, bias, options.threads, [&](const auto& value) { return core::tanh(value * a); });
 }
 
 template <class T>

@@ -1,0 +1,61 @@
+// What the point-wise normalization replacements (DyT, Derf) share: the
+// forward y = γ⊙f(x) + β with optional per-column γ and β, and the argument
+// checks of it and of their backward with optional parameter gradients.
+#pragma once
+
+#include "../core/dispatch.hpp"
+#include "../core/parallel.hpp"
+#include "../core/view.hpp"
+
+namespace normkit::norm::detail {
+
+template <class T>
+void require_pointwise_forward(const matrix_view<const T>& x, const matrix_view<T>& y, const vector_view<const T>& weight,
+                               const vector_view<const T>& bias) {
+    core::require_data("input", x);
+    core::require_data("output", y);
+    core::require_same_shape("output", y, "input", x);
+    core::require_parameter("weight", weight, x.cols);
+    core::require_parameter("bias", bias, x.cols);
+}
+
+template <class T>
+void require_pointwise_backward(const matrix_view<const T>& dy, const matrix_view<const T>& x, const vector_view<const T>& weight,
+                                const matrix_view<T>& dx, const vector_view<core::statistic_t<T>>& weight_gradient,
+                                const vector_view<core::statistic_t<T>>& bias_gradient) {
+    core::require_data("output_gradient", dy);
+    core::require_data("input", x);
+    core::require_data("input_gradient", dx);
+    core::require_same_shape("output_gradient", dy, "input", x);
+    core::require_same_shape("input_gradient", dx, "input", x);
+    core::require_parameter("weight", weight, x.cols);
+    core::require_parameter("weight_gradient", weight_gradient, x.cols);
+    core::require_parameter("bias_gradient", bias_gradient, x.cols);
+}
+
+// y = γ⊙f(x) + β row by row, f a function of one compute batch. γ and β
+// absent are compiled out rather than multiplied by 1 and added as 0.
+template <class T, class Function>
+void pointwise_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<const T> weight, vector_view<const T> bias, int threads,
+                       Function function) {
+    using C = core::compute_t<T>;
+    require_pointwise_forward(x, y, weight, bias);
+    core::with_flags(
+        [&](auto has_weight, auto has_bias) {
+            core::parallel_for(x.rows, threads, [&](index_type begin, index_type end) {
+                for (index_type row = begin; row < end; ++row) {
+                    const T* in = x.row(row);
+                    T* out = y.row(row);
+                    core::for_each_batch<C>(x.cols, [&](index_type i, index_type count) {
+                        auto value = function(core::load(in + i, count));
+                        if constexpr (has_weight) value *= core::load(weight.data + i, count);
+                        if constexpr (has_bias) value += core::load(bias.data + i, count);
+                        core::store(out + i, value, count);
+                    });
+                }
+            });
+        },
+        !weight.empty(), !bias.empty());
+}
+
+}  // namespace normkit::norm::detail
