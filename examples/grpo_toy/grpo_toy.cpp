@@ -105,9 +105,9 @@ struct config {
     bool entropy_credit = false;  // TRL top_entropy_quantile instead of broadcast
     double rho = 0.5;             // share of highest-entropy tokens that keep their advantage
     normkit::loss::aggregation_mode aggregation = normkit::loss::aggregation_mode::token_mean;
-    int steps = 150;
+    int steps = 300;
     int prompts = 16;  // per step
-    int group = 8;     // samples per prompt
+    int group = 16;    // samples per prompt
     int epochs = 2;
     int minibatches = 2;
     double learning_rate = 3e-3;
@@ -357,6 +357,51 @@ std::vector<row> response_rows(index_type begin, index_type end) {
     return rows;
 }
 
+// The PPO loss of samples [begin, end) against the rollout's log-probs and,
+// when grad is given, its gradient with respect to every weight (overwritten).
+normkit::loss::policy_loss_result minibatch_loss(const config& c, const weights& w, weights* grad, const responses& batch, index_type begin,
+                                                 index_type end, const Matrix& old_log_probs, const std::vector<float>& advantages,
+                                                 const normkit::loss::policy_loss_options& loss_options) {
+    const index_type part = end - begin;
+    const std::vector<row> rows = response_rows(begin, end);
+    activations act;
+    forward(w, batch, rows, act);
+    // log π(y_t), entropy and logsumexp per row from one read of the logits
+    const std::vector<index_type> tokens(batch.tokens.begin() + begin * max_length, batch.tokens.begin() + end * max_length);
+    std::vector<float> logsumexp(rows.size()), entropy(rows.size());
+    Matrix log_probs(part, max_length);
+    normkit::credit::logits_statistics(act.z, tokens, logsumexp, all_of(log_probs), entropy);
+
+    // Token credit: every token gets its response's advantage, or (TRL
+    // top_entropy_quantile) only the top ρ share of tokens by entropy do. The
+    // dropped tokens keep their place in the mask, so the aggregation's counts
+    // are TRL's (it multiplies the per-token loss by the entropy mask).
+    const normkit::matrix_view<const float> mask = normkit::view(batch.tokens_mask.middleRows(begin, part));
+    const std::vector<float> part_advantages(advantages.begin() + begin, advantages.begin() + end);
+    Matrix keep(part, max_length), token_advantages(part, max_length);
+    if (c.entropy_credit) {
+        const normkit::matrix_view<const float> entropies = normkit::view(entropy.data(), part, max_length);
+        normkit::credit::top_entropy_mask(entropies, mask, c.rho, keep);
+    }
+    normkit::credit::broadcast_advantages(part_advantages, c.entropy_credit ? normkit::view(keep) : mask, token_advantages);
+
+    // The PPO-clip surrogate, aggregated; dL/dlog π per token.
+    Matrix log_probs_gradient(part, max_length);
+    normkit::loss::policy_inputs<float> inputs;
+    inputs.log_probs = normkit::view(log_probs);
+    inputs.old_log_probs = normkit::view(old_log_probs.middleRows(begin, part));
+    inputs.advantages = normkit::view(token_advantages);
+    inputs.mask = mask;
+    const auto loss = normkit::loss::policy_loss(inputs, log_probs_gradient, loss_options);
+    if (!grad) return loss;
+
+    // dL/dz = g_t·(e_y − π) per row, from dL/dlog π
+    Matrix dz(static_cast<index_type>(rows.size()), vocabulary);
+    normkit::credit::logits_backward(act.z, tokens, all_of(log_probs_gradient), logsumexp, dz);
+    backward(w, *grad, batch, rows, act, dz);
+    return loss;
+}
+
 std::vector<float> advantages_for(const config& c, const reward_columns& rewards, const responses& batch, const Matrix& old_log_probs,
                                   normkit::advantage::gepo_state& gepo_state) {
     namespace adv = normkit::advantage;
@@ -380,6 +425,52 @@ std::vector<float> advantages_for(const config& c, const reward_columns& rewards
         }
     }
     return advantages;
+}
+
+// The backward chain (policy_loss → logits_backward → MLP → rms_norm_backward →
+// embeddings) against central differences of the loss, on one rollout, at a
+// few coordinates of every tensor. Worth keeping when you change the model: a
+// sign error still "trains" for a while. Returns the largest error relative
+// to the gradient's largest entry. Broadcast credit only: the top-entropy mask
+// is piecewise constant, and a difference step that moves a token across the
+// quantile measures the jump, not a derivative.
+double gradient_error(config c) {
+    c.entropy_credit = false;
+    random_stream random{c.seed};
+    std::vector<float> parameters(weights::count), gradient(weights::count);
+    weights w(parameters.data()), grad(gradient.data());
+    initialize(w, random);
+    std::vector<index_type> prompts(static_cast<std::size_t>(c.prompts));
+    for (auto& prompt : prompts) prompt = static_cast<index_type>(random.next() % targets);
+    const responses batch = rollout(w, prompts, c.group, random);
+    const index_type n = static_cast<index_type>(batch.target.size());
+    activations act;
+    forward(w, batch, response_rows(0, n), act);
+    Matrix old_log_probs(n, max_length);
+    normkit::credit::logits_statistics(act.z, batch.tokens, {}, all_of(old_log_probs));
+    // Old log-probs a little off the current ones, so that ratios differ from 1.
+    for (index_type i = 0; i < old_log_probs.size(); ++i) old_log_probs.data()[i] += static_cast<float>(0.1 * (random.uniform() - 0.5));
+    normkit::advantage::gepo_state unused;
+    const std::vector<float> advantages = advantages_for(c, score(batch, c.format_weight), batch, old_log_probs, unused);
+    normkit::loss::policy_loss_options options;
+    options.aggregation.mode = c.aggregation;
+    minibatch_loss(c, w, &grad, batch, 0, n, old_log_probs, advantages, options);
+
+    const double h = 1e-3;
+    double largest = 1e-12;
+    for (float g : gradient) largest = std::max(largest, std::abs(static_cast<double>(g)));
+    double worst = 0;
+    for (int probe = 0; probe < 64; ++probe) {
+        const std::size_t k = static_cast<std::size_t>(random.next() % weights::count);
+        const float saved = parameters[k];
+        parameters[k] = saved + static_cast<float>(h);
+        const double up = minibatch_loss(c, w, nullptr, batch, 0, n, old_log_probs, advantages, options).loss;
+        parameters[k] = saved - static_cast<float>(h);
+        const double down = minibatch_loss(c, w, nullptr, batch, 0, n, old_log_probs, advantages, options).loss;
+        parameters[k] = saved;
+        worst = std::max(worst, std::abs((up - down) / (2 * h) - gradient[k]) / largest);
+    }
+    return worst;
 }
 
 run_result train(const config& c) {
@@ -420,40 +511,9 @@ run_result train(const config& c) {
         for (int epoch = 0; epoch < c.epochs; ++epoch) {
             for (int m = 0; m < c.minibatches; ++m) {
                 const index_type begin = m * part, end = begin + part;
-                const std::vector<row> rows = response_rows(begin, end);
-                forward(w, batch, rows, act);
-                const std::vector<index_type> tokens(batch.tokens.begin() + begin * max_length, batch.tokens.begin() + end * max_length);
-                std::vector<float> logsumexp(rows.size()), entropy(rows.size());
-                Matrix log_probs(part, max_length);
-                normkit::credit::logits_statistics(act.z, tokens, logsumexp, all_of(log_probs), entropy);
-
-                // Token credit: every token gets its response's advantage, or (TRL
-                // top_entropy_quantile) only the top ρ share of tokens by entropy do.
-                const auto mask = normkit::view(batch.tokens_mask.middleRows(begin, part));
-                const std::vector<float> part_advantages(advantages.begin() + begin, advantages.begin() + end);
-                Matrix keep = Matrix::Zero(part, max_length), token_advantages(part, max_length);
-                const auto credit_mask = c.entropy_credit ? normkit::view(keep) : mask;
-                if (c.entropy_credit) {
-                    const normkit::matrix_view<const float> entropies = normkit::view(entropy.data(), part, max_length);
-                    normkit::credit::top_entropy_mask(entropies, normkit::matrix_view<const float>(mask), c.rho, keep);
-                }
-                normkit::credit::broadcast_advantages(part_advantages, credit_mask, token_advantages);
-
-                // The surrogate against the rollout's log-probs, aggregated; dL/dlog π per token.
-                Matrix log_probs_gradient(part, max_length);
-                normkit::loss::policy_inputs<float> inputs;
-                inputs.log_probs = normkit::view(log_probs);
-                inputs.old_log_probs = normkit::view(old_log_probs.middleRows(begin, part));
-                inputs.advantages = normkit::view(token_advantages);
-                inputs.mask = mask;
-                const auto loss = normkit::loss::policy_loss(inputs, log_probs_gradient, loss_options);
+                const auto loss = minibatch_loss(c, w, &grad, batch, begin, end, old_log_probs, advantages, loss_options);
                 record.clip_fraction = loss.metrics.clip_fraction;
                 record.approx_kl = loss.metrics.approx_kl;
-
-                // dL/dz = g_t·(e_y − π) per row, from dL/dlog π
-                Matrix dz(static_cast<index_type>(rows.size()), vocabulary);
-                normkit::credit::logits_backward(act.z, tokens, all_of(log_probs_gradient), logsumexp, dz);
-                backward(w, grad, batch, rows, act, dz);
                 optimizer.update(parameters, gradient, c.learning_rate);
             }
         }
@@ -486,18 +546,23 @@ void usage() {
         "  --aggregation token_mean|token_sum|seq_mean_token_sum|seq_mean_token_mean|\n"
         "                seq_mean_token_sum_norm|delta_l   loss aggregation (token_mean)\n"
         "  --steps N  --seed S  --epochs E  --minibatches M  --prompts P  --group G  --lr X\n"
-        "  --compare [--seeds K]   every estimator over seeds S..S+K-1 (3), then a table\n"
+        "  --compare [--seeds K]   every estimator over seeds S..S+K-1 (5), then a table\n"
         "  --require-gain X        exit 1 unless final - first mean reward >= X (for every estimator with --compare)\n"
+        "  --check-gradient        first compare the backward with finite differences (exit 1 if it disagrees)\n"
         "  --quiet                 no per-step lines\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+    // One core by design: these matrices are far too small for threads to pay,
+    // and with OpenMP on (normkit's default) Eigen would split every product.
+    Eigen::setNbThreads(1);
     config c;
     bool compare = false;
-    int seeds = 3;
+    int seeds = 5;
     double required_gain = -1e300;
+    bool check_gradient = false;
     for (int k = 1; k < argc; ++k) {
         const std::string option = argv[k];
         const auto value = [&]() -> std::string {
@@ -535,6 +600,7 @@ int main(int argc, char** argv) {
         else if (option == "--seeds") seeds = std::atoi(value().c_str());
         else if (option == "--require-gain") required_gain = std::atof(value().c_str());
         else if (option == "--compare") compare = true;
+        else if (option == "--check-gradient") check_gradient = true;
         else if (option == "--quiet") c.verbose = false;
         else return usage(), option == "--help" ? 0 : 2;
     }
@@ -544,6 +610,12 @@ int main(int argc, char** argv) {
     }
 
     try {
+        if (check_gradient) {
+            // Float parameters and h = 1e-3: about 1e-4 is rounding; a wrong term is O(1).
+            const double error = gradient_error(c);
+            std::printf("gradient check: largest error %.2e of the largest gradient entry\n", error);
+            if (!(error < 1e-2)) return 1;
+        }
         if (!compare) {
             const run_result run = train(c);
             const double first = run.steps.front().reward, last = final_mean(run.steps, &step_record::reward);
