@@ -340,6 +340,8 @@ reward_columns score(const responses& batch, double format_weight) {
 
 // ---------------------------------------------------------------- training
 
+// clip_fraction and approx_kl: means over the step's updates (the first is
+// on-policy, so its clip fraction is 0 and its approx_kl is 0).
 struct step_record {
     double reward, exact, clip_fraction, approx_kl;
 };
@@ -512,8 +514,9 @@ run_result train(const config& c) {
             for (int m = 0; m < c.minibatches; ++m) {
                 const index_type begin = m * part, end = begin + part;
                 const auto loss = minibatch_loss(c, w, &grad, batch, begin, end, old_log_probs, advantages, loss_options);
-                record.clip_fraction = loss.metrics.clip_fraction;
-                record.approx_kl = loss.metrics.approx_kl;
+                const double updates = c.epochs * c.minibatches;
+                record.clip_fraction += loss.metrics.clip_fraction / updates;
+                record.approx_kl += loss.metrics.approx_kl / updates;
                 optimizer.update(parameters, gradient, c.learning_rate);
             }
         }
@@ -626,10 +629,12 @@ int main(int argc, char** argv) {
         // Same seeds for every estimator: each sees the same initial weights and first prompts.
         c.verbose = false;
         bool all_gained = true;
-        std::printf("%-8s %12s %12s %12s %12s %10s %8s\n", "estimator", "first", "final", "gain", "final exact", "worst gain", "seconds");
+        std::printf("%d steps of %d prompts x %d samples, seeds %llu..%llu; means over the seeds, final = the last tenth of the steps\n",
+                    c.steps, c.prompts, c.group, static_cast<unsigned long long>(c.seed), static_cast<unsigned long long>(c.seed + seeds - 1));
+        std::printf("%-9s %8s %8s %8s %11s %10s %9s %8s\n", "estimator", "first", "final", "gain", "final exact", "worst gain", "clip frac", "seconds");
         for (std::size_t e = 0; e < std::size(estimator_names); ++e) {
             c.method = static_cast<estimator>(e);
-            double first = 0, last = 0, exact = 0, seconds = 0, worst = 1e300;
+            double first = 0, last = 0, exact = 0, clip = 0, seconds = 0, worst = 1e300;
             for (int s = 0; s < seeds; ++s) {
                 config run_config = c;
                 run_config.seed = c.seed + static_cast<std::uint64_t>(s);
@@ -638,11 +643,13 @@ int main(int argc, char** argv) {
                 first += f / seeds;
                 last += l / seeds;
                 exact += final_mean(run.steps, &step_record::exact) / seeds;
+                for (const auto& record : run.steps) clip += record.clip_fraction / (seeds * static_cast<double>(run.steps.size()));
                 seconds += run.seconds;
                 worst = std::min(worst, l - f);
             }
             all_gained = all_gained && worst >= required_gain;
-            std::printf("%-8s %12.4f %12.4f %+12.4f %12.3f %+10.4f %8.2f\n", estimator_names[e], first, last, last - first, exact, worst, seconds);
+            std::printf("%-9s %8.4f %8.4f %+8.4f %11.3f %+10.4f %9.4f %8.2f\n", estimator_names[e], first, last, last - first, exact, worst, clip,
+                        seconds);
         }
         return all_gained ? 0 : 1;
     } catch (const normkit::error& e) {
