@@ -89,6 +89,56 @@ TEMPLATE_TEST_CASE("grpo, dr_grpo, rloo, opo, gpg, gapo match verl's code, conti
     CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { gpg(r, groups, o); }), reference::verl_gpg(values, ids), 1.0) < tolerance_for<T>());
 }
 
+// Batches of at least 16 contiguous float groups take the 16-groups-at-a-time path on AVX-512 (tiles of
+// 16 columns transposed in registers, the scales of 16 groups per instruction); every other batch and
+// instruction set the per-group one. Both must give the reference, including a constant group (exactly
+// 0), rewards offset by 10⁶, a group holding NaN (sent back to the general path), every eps placement.
+TEST_CASE("grpo over many contiguous float groups: the 16-group blocks agree with the reference and the per-group path",
+          "[advantage][estimators]") {
+    for (index_type size : {2, 3, 8, 15, 16, 17, 33, 40}) {
+        const index_type groups_count = 37;  // two full blocks of 16 and a partial one
+        const std::size_t n = static_cast<std::size_t>(size * groups_count);
+        auto values = stored<float>(random_values(n, 500 + static_cast<std::uint32_t>(size), 0.5, 0.3));
+        for (index_type j = 0; j < size; ++j) {
+            values[static_cast<std::size_t>(5 * size + j)] = static_cast<double>(0.95f);
+            values[static_cast<std::size_t>(20 * size + j)] = static_cast<double>(1e6f + static_cast<float>(j % 4) * 0.25f);
+        }
+        const auto ids = reference::contiguous_ids(n, static_cast<std::size_t>(size));
+        INFO("G " << size);
+        const auto batched = compute<float>(values, [&](auto& r, auto& o) { grpo(r, contiguous_groups(size), o); });
+        CHECK(relative_error(batched, reference::verl_grpo(values, ids), 1.0) < tolerance_for<float>());
+        for (index_type j = 0; j < size; ++j) CHECK(batched[static_cast<std::size_t>(5 * size + j)] == 0.0);
+
+        for (eps_mode placement : {eps_mode::add_to_std, eps_mode::inside_sqrt, eps_mode::clamp_variance, eps_mode::std_floor_skip}) {
+            for (int ddof : {0, 1}) {
+                group_normalize_options options;
+                options.placement = placement;
+                options.ddof = ddof;
+                options.eps = placement == eps_mode::std_floor_skip ? 0.25 : 1e-3;  // large enough to matter in some groups
+                const auto whole = compute<float>(values, [&](auto& r, auto& o) { group_normalize(r, contiguous_groups(size), o, options); });
+                std::vector<double> one_by_one;
+                for (index_type g = 0; g < groups_count; ++g) {
+                    const std::vector<double> part(values.begin() + g * size, values.begin() + (g + 1) * size);
+                    const auto single = compute<float>(part, [&](auto& r, auto& o) { group_normalize(r, contiguous_groups(size), o, options); });
+                    one_by_one.insert(one_by_one.end(), single.begin(), single.end());
+                }
+                INFO("eps placement " << static_cast<int>(placement) << " ddof " << ddof);
+                CHECK(relative_error(whole, one_by_one, 1.0) < 1e-6);
+            }
+        }
+
+        auto with_nan = values;
+        with_nan[static_cast<std::size_t>(18 * size + 1)] = std::nan("");
+        const auto masked = compute<float>(with_nan, [&](auto& r, auto& o) { grpo(r, contiguous_groups(size), o); });
+        const std::vector<double> nan_group(with_nan.begin() + 18 * size, with_nan.begin() + 19 * size);
+        const auto alone = compute<float>(nan_group, [&](auto& r, auto& o) { grpo(r, contiguous_groups(size), o); });
+        for (index_type j = 0; j < size; ++j) CHECK(masked[static_cast<std::size_t>(18 * size + j)] == alone[static_cast<std::size_t>(j)]);
+        CHECK(masked[static_cast<std::size_t>(18 * size + 1)] == 0.0);
+        for (std::size_t i = 0; i < n; ++i)
+            if (i / static_cast<std::size_t>(size) != 18) CHECK(masked[i] == batched[i]);
+    }
+}
+
 TEST_CASE("pass_at_k: the arg-max gets r_max − r_2nd over σ + ε, ties give 0, a group of one is an error", "[advantage][estimators]") {
     for (index_type size : {2, 3, 16, 17}) {
         const std::size_t n = static_cast<std::size_t>(size * 6);

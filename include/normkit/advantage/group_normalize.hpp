@@ -260,52 +260,113 @@ moments contiguous_moments(const T* x, index_type n) {
 // Moments of 16 contiguous groups of `size` values at once, one group per lane, by the shifted
 // one-pass sums over x − x₀ (x₀ the group's first value): with x₀ a member of the group, the
 // variance's relative rounding error is O(n²·ε) in double, and a constant group has Σ(x − x₀) = 0
-// exactly, hence variance 0 exactly. AVX-512 gathers read the groups' j-th values; elsewhere
-// block_moments_available is false and contiguous_moments serves every group.
+// exactly, hence variance 0 exactly. Without AVX-512, contiguous_moments serves every group.
 #if defined(__AVX512F__)
-inline constexpr bool has_block_moments = true;
-#else
-inline constexpr bool has_block_moments = false;
-#endif
+// Sixteen groups' mean and M2, then (sixteen_group_scales) their D(v) and 1/D(v).
+struct block_moments {
+    alignas(64) double mean[16], m2[16], denominator[16], scale[16];
+};
 
-#if defined(__AVX512F__)
-inline void sixteen_group_moments(const float* x, index_type size, moments* stats) {
-    const __m512i index = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                             _mm512_set1_epi32(static_cast<int>(size)));
-    // Masked gathers with a zero source: the unmasked form's undefined source trips GCC 12's -Wmaybe-uninitialized.
-    const auto gather = [&](index_type j) { return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), __mmask16(0xffff), index, x + j, 4); };
-    // maskz forms throughout, for the same reason.
+// Transposes a 16 × 16 tile of floats held in 16 registers (rows[i] lane j ↔ rows[j] lane i): four
+// rounds of in-lane and cross-lane shuffles, 64 in all, against 16 gathers of 16 loads each. maskz forms
+// throughout: the unmasked ones' undefined source trips GCC 12's -Wmaybe-uninitialized.
+inline void transpose_sixteen(__m512 rows[16]) {
+    const __mmask16 all = 0xffff;
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_maskz_unpacklo_ps(all, rows[i], rows[i + 1]);
+        t[i + 1] = _mm512_maskz_unpackhi_ps(all, rows[i], rows[i + 1]);
+    }
+    const auto pairs = [](__m512 a, __m512 b, bool high) {
+        const __m512d x = _mm512_castps_pd(a), y = _mm512_castps_pd(b);
+        return _mm512_castpd_ps(high ? _mm512_maskz_unpackhi_pd(__mmask8(0xff), x, y) : _mm512_maskz_unpacklo_pd(__mmask8(0xff), x, y));
+    };
+    for (int i = 0; i < 16; i += 4) {
+        rows[i] = pairs(t[i], t[i + 2], false);
+        rows[i + 1] = pairs(t[i], t[i + 2], true);
+        rows[i + 2] = pairs(t[i + 1], t[i + 3], false);
+        rows[i + 3] = pairs(t[i + 1], t[i + 3], true);
+    }
+    for (int i = 0; i < 16; i += 8)
+        for (int k = 0; k < 4; ++k) {
+            t[i + k] = _mm512_maskz_shuffle_f32x4(all, rows[i + k], rows[i + k + 4], 0x88);
+            t[i + k + 4] = _mm512_maskz_shuffle_f32x4(all, rows[i + k], rows[i + k + 4], 0xdd);
+        }
+    for (int k = 0; k < 8; ++k) {
+        rows[k] = _mm512_maskz_shuffle_f32x4(all, t[k], t[k + 8], 0x88);
+        rows[k + 8] = _mm512_maskz_shuffle_f32x4(all, t[k], t[k + 8], 0xdd);
+    }
+}
+
+inline void sixteen_group_moments(const float* x, index_type size, block_moments& stats) {
+    // maskz forms throughout (see transpose_sixteen).
     const auto low_half = [](__m512 v) {
         return _mm512_maskz_cvtps_pd(__mmask8(0xff), _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xf), _mm512_castps_pd(v), 0)));
     };
     const auto high_half = [](__m512 v) {
         return _mm512_maskz_cvtps_pd(__mmask8(0xff), _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xf), _mm512_castps_pd(v), 1)));
     };
-    const __m512 first = gather(0);
-    const __m512d shift_low = low_half(first), shift_high = high_half(first);
+    __m512d shift_low = _mm512_setzero_pd(), shift_high = _mm512_setzero_pd();
     __m512d sum_low = _mm512_setzero_pd(), sum_high = _mm512_setzero_pd(), square_low = _mm512_setzero_pd(), square_high = _mm512_setzero_pd();
-    for (index_type j = 1; j < size; ++j) {
-        const __m512 value = gather(j);
-        const __m512d low = _mm512_sub_pd(low_half(value), shift_low), high = _mm512_sub_pd(high_half(value), shift_high);
-        sum_low = _mm512_add_pd(sum_low, low);
-        sum_high = _mm512_add_pd(sum_high, high);
-        square_low = _mm512_fmadd_pd(low, low, square_low);
-        square_high = _mm512_fmadd_pd(high, high, square_high);
+    // Tiles of 16 columns: the 16 groups' values j₀ … j₀ + 15, read as rows and transposed, so that
+    // column j holds the j-th value of every group, one group per lane.
+    for (index_type tile = 0; tile < size; tile += 16) {
+        const index_type columns = std::min<index_type>(16, size - tile);
+        const __mmask16 present = static_cast<__mmask16>((1u << columns) - 1u);
+        __m512 column[16];
+        for (int g = 0; g < 16; ++g) column[g] = _mm512_maskz_loadu_ps(present, x + g * size + tile);
+        transpose_sixteen(column);
+        index_type k = 0;
+        if (tile == 0) {
+            shift_low = low_half(column[0]);
+            shift_high = high_half(column[0]);
+            k = 1;
+        }
+        for (; k < columns; ++k) {
+            const __m512d low = _mm512_sub_pd(low_half(column[k]), shift_low), high = _mm512_sub_pd(high_half(column[k]), shift_high);
+            sum_low = _mm512_add_pd(sum_low, low);
+            sum_high = _mm512_add_pd(sum_high, high);
+            square_low = _mm512_fmadd_pd(low, low, square_low);
+            square_high = _mm512_fmadd_pd(high, high, square_high);
+        }
     }
-    alignas(64) double shift[16], sum[16], square[16];
-    _mm512_store_pd(shift, shift_low);
-    _mm512_store_pd(shift + 8, shift_high);
-    _mm512_store_pd(sum, sum_low);
-    _mm512_store_pd(sum + 8, sum_high);
-    _mm512_store_pd(square, square_low);
-    _mm512_store_pd(square + 8, square_high);
-    const double count = static_cast<double>(size);
-    for (int k = 0; k < 16; ++k) {
-        stats[k].count = count;
-        stats[k].mean = shift[k] + sum[k] / count;
-        stats[k].m2 = std::max(square[k] - sum[k] * sum[k] / count, 0.0);
-        // Non-finite inputs leave non-finite sums; the caller sends such groups to the general path.
-        if (!std::isfinite(sum[k]) || !std::isfinite(square[k]) || !std::isfinite(shift[k])) stats[k].mean = std::numeric_limits<double>::quiet_NaN();
+    // mean = x₀ + Σ/n and M2 = max(Σ² − (Σ)²/n, 0), eight groups per instruction; a group whose sums are
+    // not finite (NaN or ±inf inside) gets mean NaN, which sends it to the general path.
+    const __m512d count = _mm512_set1_pd(static_cast<double>(size)), zero = _mm512_setzero_pd();
+    const auto finite = [&](__m512d v) { return _mm512_cmp_pd_mask(_mm512_sub_pd(v, v), zero, _CMP_EQ_OQ); };
+    const auto finish = [&](__m512d shift, __m512d sum, __m512d square, double* mean, double* m2) {
+        const __mmask8 ok = finite(shift) & finite(sum) & finite(square);
+        _mm512_store_pd(mean, _mm512_mask_blend_pd(ok, _mm512_set1_pd(std::numeric_limits<double>::quiet_NaN()),
+                                                   _mm512_add_pd(shift, _mm512_div_pd(sum, count))));
+        _mm512_store_pd(m2, _mm512_maskz_max_pd(__mmask8(0xff), _mm512_sub_pd(square, _mm512_div_pd(_mm512_mul_pd(sum, sum), count)), zero));
+    };
+    finish(shift_low, sum_low, square_low, stats.mean, stats.m2);
+    finish(shift_high, sum_high, square_high, stats.mean + 8, stats.m2 + 8);
+}
+
+// D(v) and 1/D(v) of sixteen groups from their M2: divisor()'s IEEE operations, lane by lane, so each
+// group gets the bits the scalar code would give it (a vector square root or divide issues every few
+// cycles; the scalar ones, one per group, were most of the fast path's time).
+inline void sixteen_group_scales(block_moments& stats, index_type size, int ddof, double eps, eps_mode placement) {
+    const __m512d dof = _mm512_set1_pd(static_cast<double>(size - ddof)), epsilon = _mm512_set1_pd(eps), one = _mm512_set1_pd(1.0);
+    const auto root = [](__m512d v) { return _mm512_maskz_sqrt_pd(__mmask8(0xff), v); };  // maskz: see gather
+    for (int half = 0; half < 16; half += 8) {
+        const __m512d variance = _mm512_div_pd(_mm512_load_pd(stats.m2 + half), dof);
+        __m512d d = one;
+        switch (placement) {
+            case eps_mode::add_to_std: d = _mm512_add_pd(root(variance), epsilon); break;
+            case eps_mode::inside_sqrt: d = root(_mm512_add_pd(variance, epsilon)); break;
+            case eps_mode::clamp_variance:  // std::max(v, eps): v unless v < eps
+                d = root(_mm512_mask_blend_pd(_mm512_cmp_pd_mask(variance, epsilon, _CMP_LT_OQ), variance, epsilon));
+                break;
+            case eps_mode::std_floor_skip: {
+                const __m512d deviation = root(variance);
+                d = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(deviation, epsilon, _CMP_GE_OQ), one, deviation);
+                break;
+            }
+        }
+        _mm512_store_pd(stats.denominator + half, d);
+        _mm512_store_pd(stats.scale + half, _mm512_div_pd(one, d));
     }
 }
 #endif
@@ -479,19 +540,17 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
         }
     };
 
-    // Writes (x − μ)/D(v) for contiguous group g from its moments, or hands a non-finite group to the general path.
-    const auto write_group = [&](index_type g, const moments& stats, group_scratch& scratch) {
-        if (!std::isfinite(stats.mean) || !std::isfinite(stats.m2)) return general_group(g, scratch);  // NaN or ±inf inside
+    // Writes (x − μ)/D(v) for contiguous group g, given μ, D(v) and 1/D(v).
+    const auto write_scaled = [&](index_type g, double group_mean, double denominator, double reciprocal) {
         const index_type size = layout.size;
         const T* x = in.rewards.data + g * size;
-        const double denominator = scaled ? divisor(stats.variance(options.ddof), options.eps, options.placement) : 1.0;
         using B = core::batch<double>;
         constexpr index_type W = core::width<double>;
         const index_type full = size - size % W;
         O* y = out.data + g * size;
         // One reciprocal per group and a multiply per sample (a vector divide per sample costs more than the
         // memory traffic); the result is within one double rounding of the quotient.
-        const B mean(stats.mean), scale(1.0 / denominator), lowest(low), highest(high);
+        const B mean(group_mean), scale(reciprocal), lowest(low), highest(high);
         if (clipped) {
             for (index_type j = 0; j < full; j += W) {
                 // select, not xsimd::min/max: GCC 12 flags those AVX-512 intrinsics as maybe-uninitialized.
@@ -503,7 +562,13 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
         } else {
             for (index_type j = 0; j < full; j += W) store_from_double(y + j, (load_as_double(x + j) - mean) * scale);
         }
-        for (index_type j = full; j < size; ++j) y[j] = finish((static_cast<double>(x[j]) - stats.mean) / denominator);
+        for (index_type j = full; j < size; ++j) y[j] = finish((static_cast<double>(x[j]) - group_mean) / denominator);
+    };
+    // The same from the group's moments, or hands a non-finite group to the general path.
+    const auto write_group = [&](index_type g, const moments& stats, group_scratch& scratch) {
+        if (!std::isfinite(stats.mean) || !std::isfinite(stats.m2)) return general_group(g, scratch);  // NaN or ±inf inside
+        const double denominator = scaled ? divisor(stats.variance(options.ddof), options.eps, options.placement) : 1.0;
+        write_scaled(g, stats.mean, denominator, 1.0 / denominator);
     };
 
     // Groups are taken in fixed blocks of 16 (block b = groups 16b .. 16b + 15), so a group's arithmetic does not
@@ -594,17 +659,26 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
         }
         for (index_type block = begin; block < end; ++block) {
             const index_type first = block * block_groups, last = std::min(first + block_groups, layout.count);
-            if constexpr (has_block_moments && std::is_same_v<T, float>) {
+#if defined(__AVX512F__)
+            if constexpr (std::is_same_v<T, float>) {
                 if (last - first == block_groups && layout.size <= (index_type(1) << 26)) {
-                    moments stats[block_groups];
+                    block_moments stats;
                     sixteen_group_moments(in.rewards.data + first * layout.size, layout.size, stats);
-                    for (index_type k = 0; k < block_groups; ++k) write_group(first + k, stats[k], scratch);
+                    if (scaled) {
+                        sixteen_group_scales(stats, layout.size, options.ddof, options.eps, options.placement);
+                    } else {
+                        std::fill(std::begin(stats.denominator), std::end(stats.denominator), 1.0);
+                        std::fill(std::begin(stats.scale), std::end(stats.scale), 1.0);
+                    }
+                    for (index_type k = 0; k < block_groups; ++k) {
+                        if (std::isnan(stats.mean[k])) general_group(first + k, scratch);
+                        else write_scaled(first + k, stats.mean[k], stats.denominator[k], stats.scale[k]);
+                    }
                     continue;
                 }
             }
-            {
-                for (index_type g = first; g < last; ++g) write_group(g, contiguous_moments(in.rewards.data + g * layout.size, layout.size), scratch);
-            }
+#endif
+            for (index_type g = first; g < last; ++g) write_group(g, contiguous_moments(in.rewards.data + g * layout.size, layout.size), scratch);
         }
     });
     if (const index_type i = bad_reward.load(); i >= 0)
