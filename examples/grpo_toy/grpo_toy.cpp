@@ -62,7 +62,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -497,8 +496,7 @@ run_result train(const config& c) {
 
         // 2. old log-probs, teacher-forced: log π_old(y_t) per token, an n × max_length matrix
         activations act;
-        const std::vector<row> all_rows = response_rows(0, n);
-        forward(w, batch, all_rows, act);
+        forward(w, batch, response_rows(0, n), act);
         Matrix old_log_probs(n, max_length);
         normkit::credit::logits_statistics(act.z, batch.tokens, {}, all_of(old_log_probs));
 
