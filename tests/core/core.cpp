@@ -199,3 +199,31 @@ TEST_CASE("float tanh and erf stay within 10 ulp of the double functions", "[cor
     CHECK(core::tanh(batch(std::numeric_limits<float>::infinity())).get(0) == 1.0f);
     CHECK(core::erf(batch(-std::numeric_limits<float>::infinity())).get(0) == -1.0f);
 }
+
+// core::exp: Cephes' expf with a vscalefps on AVX-512 float lanes, xsimd's elsewhere; either way
+// within 2 ulp where the result is a normal float, exactly 0 / +inf / NaN at the ends.
+TEST_CASE("float exp stays within 2 ulp and keeps 0, inf and NaN at the ends", "[core][math]") {
+    using batch = core::batch<float>;
+    std::vector<float> inputs;
+    for (int i = 0; i <= (1 << 20); ++i) inputs.push_back(-87.0f + 175.0f * static_cast<float>(i) / static_cast<float>(1 << 20));
+    while (inputs.size() % batch::size) inputs.push_back(0.0f);
+    double worst = 0;
+    for (std::size_t i = 0; i < inputs.size(); i += batch::size) {
+        alignas(64) float values[batch::size];
+        core::exp(batch::load_unaligned(inputs.data() + i)).store_aligned(values);
+        for (std::size_t lane = 0; lane < batch::size; ++lane) {
+            const double want = std::exp(static_cast<double>(inputs[i + lane]));
+            const float rounded = static_cast<float>(want);
+            worst = std::max(worst, std::fabs(values[lane] - want) / static_cast<double>(std::nextafter(rounded, 3e38f) - rounded));
+        }
+    }
+    CHECK(worst <= 2.0);
+    const float infinity = std::numeric_limits<float>::infinity();
+    const auto exp_of = [](float x) { return core::exp(batch(x)).get(0); };
+    CHECK(exp_of(-infinity) == 0.0f);
+    CHECK(exp_of(-200.0f) == 0.0f);
+    CHECK(exp_of(0.0f) == 1.0f);
+    CHECK(exp_of(89.0f) == infinity);
+    CHECK(exp_of(infinity) == infinity);
+    CHECK(std::isnan(exp_of(std::numeric_limits<float>::quiet_NaN())));
+}

@@ -1,5 +1,6 @@
-// Element-wise math on batches: xsimd's exp, tanh, erf, pow, max and min,
-// each flattened (everything it calls inlined into it).
+// Element-wise math on batches: exp, tanh, erf, pow, max and min, each
+// flattened (everything it calls inlined into it). They are xsimd's, except
+// where a cheaper float form is said below.
 //
 // Why a wrapper: GCC 12 at -march with AVX-512 reports the unmasked AVX-512
 // intrinsics inside xsimd's math (their _mm512_undefined_* operand) as reads of
@@ -19,8 +20,29 @@
 
 namespace normkit::core {
 
+// exp of 16 float lanes (AVX-512): Cephes' expf — n = round(x·log2 e), r = x − n·ln 2 in two
+// parts (Cody & Waite), e^r = 1 + r + r²·P(r) with P of degree 5 — and vscalefps for the 2ⁿ,
+// which also gives the overflow to +inf and the underflow to 0 that xsimd's exp spends compares,
+// selects and integer shifts on; about 13 instructions against xsimd's 20, within 2 ulp
+// (tested). The fused logits kernels run at the speed of this function. Other lanes: xsimd's.
 template <class C>
 [[gnu::flatten]] inline batch<C> exp(const batch<C>& x) {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<C, float> && batch<C>::size == 16) {
+        // min/max return their second operand when either is NaN: NaN passes through.
+        const __m512 clamped = _mm512_max_ps(_mm512_set1_ps(-150.0f), _mm512_min_ps(_mm512_set1_ps(100.0f), x));
+        const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(clamped, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), clamped);
+        r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+        __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+        p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+        return _mm512_scalef_ps(p, n);
+    }
+#endif
     return xsimd::exp(x);
 }
 

@@ -44,6 +44,7 @@
 //   count gives the same bits.
 #pragma once
 
+#include "../core/math.hpp"
 #include "../core/parallel.hpp"
 #include "../core/simd.hpp"
 #include "../core/view.hpp"
@@ -55,15 +56,6 @@
 
 #if defined(__AVX512F__) || defined(__AVX2__) || defined(__SSE2__)
 #include <immintrin.h>
-#endif
-
-// GCC 12's -W(maybe-)uninitialized flags the _mm512_undefined_ps() operand
-// inside its own AVX-512 intrinsics (max, exp's rounding and conversions; GCC
-// bug 105593, fixed in GCC 13): a false positive, silenced for this header only.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 namespace normkit::credit {
@@ -116,18 +108,18 @@ row_statistics<core::compute_t<T>> logits_row_statistics(const T* z, index_type 
         batch<C> chunk_max = minus_infinity, chunk_max2 = minus_infinity;
         index_type i = 0;
         for (; i + 2 * lanes <= length; i += 2 * lanes) {
-            chunk_max = xsimd::max(chunk_max, core::load(chunk + i));
-            chunk_max2 = xsimd::max(chunk_max2, core::load(chunk + i + lanes));
+            chunk_max = core::maximum(chunk_max, core::load(chunk + i));
+            chunk_max2 = core::maximum(chunk_max2, core::load(chunk + i + lanes));
         }
         for (; i < length; i += lanes) {
             const index_type count = std::min(lanes, length - i);
             auto v = core::load(chunk + i, count);
             if (count < lanes) v = xsimd::select(core::lanes_below<C>(count), v, minus_infinity);
-            chunk_max = xsimd::max(chunk_max, v);
+            chunk_max = core::maximum(chunk_max, v);
         }
         // The maximum of z' = z·s is s·max(z) for s > 0.
         alignas(64) C chunk_lanes[batch<C>::size];
-        xsimd::max(chunk_max, chunk_max2).store_aligned(chunk_lanes);
+        core::maximum(chunk_max, chunk_max2).store_aligned(chunk_lanes);
         const C new_max = std::max(running_max, *std::max_element(chunk_lanes, chunk_lanes + lanes) * inverse_temperature);
         if (new_max > running_max && running_max == std::numeric_limits<C>::lowest()) {
             running_max = new_max;  // nothing accumulated yet (all earlier logits were −inf): no rescale
@@ -153,10 +145,10 @@ row_statistics<core::compute_t<T>> logits_row_statistics(const T* z, index_type 
                 prefetch(chunk + prefetch_distance + i);
                 prefetch(chunk + prefetch_distance + i + lanes);
             }
-            const auto d0 = xsimd::max(xsimd::fma(core::load(chunk + i), scale, minus_m), floor);
-            const auto d1 = xsimd::max(xsimd::fma(core::load(chunk + i + lanes), scale, minus_m), floor);
-            const auto e0 = xsimd::exp(d0);
-            const auto e1 = xsimd::exp(d1);
+            const auto d0 = core::maximum(xsimd::fma(core::load(chunk + i), scale, minus_m), floor);
+            const auto d1 = core::maximum(xsimd::fma(core::load(chunk + i + lanes), scale, minus_m), floor);
+            const auto e0 = core::exp(d0);
+            const auto e1 = core::exp(d1);
             s0 += e0;
             s1 = xsimd::fma(e0, d0, s1);
             s2 = xsimd::fma(e0, e0, s2);
@@ -166,8 +158,8 @@ row_statistics<core::compute_t<T>> logits_row_statistics(const T* z, index_type 
         }
         for (; i < length; i += lanes) {
             const index_type count = std::min(lanes, length - i);
-            const auto d = xsimd::max(xsimd::fma(core::load(chunk + i, count), scale, minus_m), floor);
-            const auto e = core::keep_lanes(xsimd::exp(d), count);
+            const auto d = core::maximum(xsimd::fma(core::load(chunk + i, count), scale, minus_m), floor);
+            const auto e = core::keep_lanes(core::exp(d), count);
             s0 += e;
             s1 = xsimd::fma(e, d, s1);
             s2 = xsimd::fma(e, e, s2);
@@ -261,7 +253,7 @@ void logits_backward(matrix_view<const T> logits, vector_view<const index_type> 
             const C g = static_cast<C>(output_gradient[row]) * inverse_temperature;
             const batch<C> scale(inverse_temperature), center(shift), offset(log_s0), minus_g(-g);
             core::for_each_batch<C>(n, [&](index_type i, index_type count) {
-                const auto p = xsimd::exp((core::load(z + i, count) * scale - center) - offset);
+                const auto p = core::exp((core::load(z + i, count) * scale - center) - offset);
                 core::store(out + i, minus_g * p, count);
             });
             const index_type y = tokens[row];
@@ -296,7 +288,3 @@ void logits_backward(const Logits& logits, vector_view<const index_type> tokens,
 }
 
 }  // namespace normkit::credit
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
