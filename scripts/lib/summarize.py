@@ -11,7 +11,8 @@ import sys
 from collections import OrderedDict
 
 
-def main(path):
+def load_rows(path):
+    """(operation, shape) -> {implementation: GB/s}, in the order of the run, and the peers' names."""
     with open(path) as handle:
         report = json.load(handle)
     rows = OrderedDict()
@@ -26,7 +27,11 @@ def main(path):
         rows.setdefault((operation, shape), {})[implementation] = case["bytes_per_second"] / 1e9
         if implementation not in ("normkit", "memcpy") and implementation not in implementations:
             implementations.append(implementation)
+    return rows, implementations
 
+
+def main(path):
+    rows, implementations = load_rows(path)
     header = ["operation", "shape", "normkit GB/s", "memcpy GB/s", "% of memcpy"]
     header += [f"÷ {name}" for name in implementations]
     print("| " + " | ".join(header) + " |")
