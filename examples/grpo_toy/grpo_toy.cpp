@@ -33,8 +33,9 @@
 //      → embedding scatter.
 //
 // Run `grpo_toy --help` for the options; `--compare` trains every estimator over
-// the same seeds and prints a table. `--require-gain X` makes the exit code
-// non-zero unless final − first mean reward ≥ X (the ctest uses it).
+// the same seeds and prints a table. `--check-gradient` compares the whole
+// backward with finite differences first; `--require-gain X` makes the exit
+// code non-zero unless final − first mean reward ≥ X (the ctest uses both).
 
 // GCC 12 flags the _mm512_undefined operands inside its own AVX-512 intrinsics
 // (GCC bug 105593, fixed in 13) wherever Eigen's matrix products are inlined at
