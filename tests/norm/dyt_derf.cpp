@@ -278,3 +278,29 @@ TEST_CASE("dyt and derf reject bad input, naming the argument", "[dyt][derf][err
     require_error_naming([&] { norm::derf_backward(in, in, 0.5, 0.0, {}, view(y.data(), 3, 4), db); }, "weight_gradient");
     require_error_naming([&] { norm::derf_backward(in, in, 0.5, NAN, {}, view(y.data(), 3, 4)); }, "shift");
 }
+
+TEMPLATE_TEST_CASE("streaming stores change no bit of dyt_forward or derf_forward", "[dyt][derf][stream]", float, double, Eigen::bfloat16,
+                   Eigen::half) {
+    for (index_type n : tail_dims) {
+        const index_type rows = 3;
+        test_matrix<TestType> x(rows, n, random_values(rows * n, 71, 0.2, 1.5), n % 5);
+        const auto weight = to_storage<TestType>(random_values(n, 72)), bias = to_storage<TestType>(random_values(n, 73));
+        std::vector<std::vector<TestType>> outputs;
+        for (std::size_t threshold : {std::size_t(0), static_cast<std::size_t>(-1)}) {
+            test_matrix<TestType> y(rows, n, n % 5), z(rows, n, n % 5);
+            norm::dyt_options dyt;
+            dyt.stream_above_bytes = threshold;
+            norm::dyt_forward(x.view, y.view, 0.7, weight, bias, dyt);
+            norm::derf_options derf;
+            derf.stream_above_bytes = threshold;
+            norm::derf_forward(x.view, z.view, 0.7, 0.1, weight, bias, derf);
+            CHECK(y.padding_untouched());
+            CHECK(z.padding_untouched());
+            outputs.push_back(y.storage);
+            outputs.push_back(z.storage);
+        }
+        INFO("n " << n);
+        CHECK(std::memcmp(outputs[0].data(), outputs[2].data(), outputs[0].size() * sizeof(TestType)) == 0);
+        CHECK(std::memcmp(outputs[1].data(), outputs[3].data(), outputs[1].size() * sizeof(TestType)) == 0);
+    }
+}

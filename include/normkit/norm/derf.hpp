@@ -39,6 +39,8 @@ namespace normkit::norm {
 
 struct derf_options {
     int threads = 1;  // any count gives bitwise-identical results
+    // An output larger than this is written with non-temporal stores (core/stream.hpp).
+    std::size_t stream_above_bytes = core::default_stream_above_bytes;
 };
 
 inline constexpr double derf_default_alpha = 0.5;
@@ -64,7 +66,7 @@ void derf_forward(matrix_view<const T> x, matrix_view<T> y, double alpha, double
     require_derf_scalars(alpha, shift);
     using C = core::compute_t<T>;
     const core::batch<C> a(static_cast<C>(alpha)), s(static_cast<C>(shift));
-    pointwise_forward(x, y, weight, bias, options.threads, [&](const auto& value) { return core::erf(value * a + s); });
+    pointwise_forward(x, y, weight, bias, options.threads, options.stream_above_bytes, [&](const auto& value) { return core::erf(xsimd::fma(value, a, s)); });
 }
 
 template <class T>
@@ -96,7 +98,7 @@ derf_scalar_gradients<core::statistic_t<T>> derf_backward(matrix_view<const T> d
                     core::for_each_batch<C>(n, [&](index_type i, index_type count) {
                         const auto value = core::load(in + i, count);
                         const auto g = core::load(upstream + i, count);
-                        const auto u = value * a + s;
+                        const auto u = xsimd::fma(value, a, s);  // as the forward forms it
                         auto common = g * two_over_root_pi * core::exp(-(u * u));
                         if constexpr (has_weight) common *= core::load(weight.data + i, count);
                         core::store(out + i, a * common, count);

@@ -42,6 +42,8 @@ namespace normkit::norm {
 
 struct dyt_options {
     int threads = 1;  // any count gives bitwise-identical results
+    // An output larger than this is written with non-temporal stores (core/stream.hpp).
+    std::size_t stream_above_bytes = core::default_stream_above_bytes;
 };
 
 inline constexpr double dyt_default_alpha = 0.5;
@@ -70,7 +72,7 @@ void dyt_forward(matrix_view<const T> x, matrix_view<T> y, double alpha, vector_
                  const dyt_options& options) {
     core::require(std::isfinite(alpha), "alpha must be finite, got ", alpha);
     const core::batch<core::compute_t<T>> a(static_cast<core::compute_t<T>>(alpha));
-    pointwise_forward(x, y, weight, bias, options.threads, [&](const auto& value) { return core::tanh(value * a); });
+    pointwise_forward(x, y, weight, bias, options.threads, options.stream_above_bytes, [&](const auto& value) { return core::tanh(value * a); });
 }
 
 template <class T>

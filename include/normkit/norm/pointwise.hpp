@@ -5,6 +5,7 @@
 
 #include "../core/dispatch.hpp"
 #include "../core/parallel.hpp"
+#include "../core/stream.hpp"
 #include "../core/view.hpp"
 
 namespace normkit::norm::detail {
@@ -34,25 +35,31 @@ void require_pointwise_backward(const matrix_view<const T>& dy, const matrix_vie
 }
 
 // y = γ⊙f(x) + β row by row, f a function of one compute batch. γ and β
-// absent are compiled out rather than multiplied by 1 and added as 0.
+// absent are compiled out rather than multiplied by 1 and added as 0. An
+// output beyond stream_above_bytes is written around the cache.
 template <class T, class Function>
 void pointwise_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<const T> weight, vector_view<const T> bias, int threads,
-                       Function function) {
-    using C = core::compute_t<T>;
+                       std::size_t stream_above_bytes, Function function) {
     require_pointwise_forward(x, y, weight, bias);
+    const bool streaming = static_cast<std::size_t>(x.rows * x.cols) * sizeof(T) > stream_above_bytes;
     core::with_flags(
         [&](auto has_weight, auto has_bias) {
             core::parallel_for(x.rows, threads, [&](index_type begin, index_type end) {
                 for (index_type row = begin; row < end; ++row) {
                     const T* in = x.row(row);
-                    T* out = y.row(row);
-                    core::for_each_batch<C>(x.cols, [&](index_type i, index_type count) {
-                        auto value = function(core::load(in + i, count));
-                        if constexpr (has_weight) value *= core::load(weight.data + i, count);
-                        if constexpr (has_bias) value += core::load(bias.data + i, count);
-                        core::store(out + i, value, count);
+                    core::write_row(y.row(row), x.cols, streaming, [&](index_type i, index_type count) {
+                        // One explicit fma for γ·f + β: left to the compiler, the contraction
+                        // can differ between the streaming and the ordinary stores' copies of
+                        // this body, and with it the last bit.
+                        const auto value = function(core::load(in + i, count));
+                        if constexpr (has_weight && has_bias)
+                            return xsimd::fma(value, core::load(weight.data + i, count), core::load(bias.data + i, count));
+                        else if constexpr (has_weight) return value * core::load(weight.data + i, count);
+                        else if constexpr (has_bias) return value + core::load(bias.data + i, count);
+                        else return value;
                     });
                 }
+                if (streaming) core::stream_fence();
             });
         },
         !weight.empty(), !bias.empty());
