@@ -77,6 +77,7 @@ void register_logits(const char* type_label) {
         std::vector<float> lse, log_p, entropy, squares;
     };
     auto shared = std::make_shared<std::shared_ptr<data>>();
+    bench::release_on_shape_change([shared] { shared->reset(); });
     const auto get = [shared, rows, vocabulary, elements]() -> data& {
         if (!*shared) {
             auto d = std::make_shared<data>();
@@ -107,6 +108,7 @@ void register_logits(const char* type_label) {
     // The limit: whichever of memcpy (of the same traffic) and exp is slower here.
     const auto half = static_cast<std::size_t>(bytes / 2);
     auto buffers = std::make_shared<std::vector<char>>();  // source and destination, allocated on first use
+    bench::release_on_shape_change([buffers] { std::vector<char>().swap(*buffers); });
     const auto run_memcpy = [buffers, half] {
         if (buffers->empty()) buffers->assign(2 * half, 1);
         std::memcpy(buffers->data() + half, buffers->data(), half);

@@ -30,11 +30,31 @@ inline std::string case_name(const std::string& operation, const std::string& sh
     return operation + "/" + shape + "/" + implementation;
 }
 
+// Buffers of one shape are released when the run moves on to another shape:
+// cases run in registration order, a shape's cases mostly together, and the
+// large shapes of all files held at once exceed the memory of a 24 GB
+// machine. Each file registers how to drop its lazily made buffers; they are
+// made again (in an untimed warm-up call) if a later case needs them.
+inline std::vector<std::function<void()>>& releasers() {
+    static std::vector<std::function<void()>> list;
+    return list;
+}
+
+inline void release_on_shape_change(std::function<void()> release) { releasers().push_back(std::move(release)); }
+
+inline void enter_shape(const std::string& shape) {
+    static std::string current;
+    if (shape == current) return;
+    for (auto& release : releasers()) release();
+    current = shape;
+}
+
 // Registers body, run once per iteration, as operation/shape/implementation.
 inline void register_case(const std::string& operation, const std::string& shape, const std::string& implementation, double bytes,
                           std::function<void()> body) {
     benchmark::RegisterBenchmark(case_name(operation, shape, implementation).c_str(),
-                                 [bytes, body = std::move(body)](benchmark::State& state) {
+                                 [bytes, shape, body = std::move(body)](benchmark::State& state) {
+                                     enter_shape(shape);
                                      body();  // warm-up: page in, fill caches, let lazy set-up happen
                                      for (auto _ : state) {
                                          body();
@@ -48,12 +68,18 @@ inline void register_case(const std::string& operation, const std::string& shape
 
 // memcpy of `bytes` bytes (half source, half destination), the limit each case
 // is read against. The buffers are allocated on first use and shared by every
-// case of the same size, so registering many large cases costs no memory.
+// case of the same size until the run moves to another shape.
+inline std::map<std::size_t, std::pair<std::vector<char>, std::vector<char>>>& memcpy_buffers() {
+    static std::map<std::size_t, std::pair<std::vector<char>, std::vector<char>>> buffers;
+    static const bool released = (release_on_shape_change([] { buffers.clear(); }), true);
+    (void)released;
+    return buffers;
+}
+
 inline void register_memcpy(const std::string& operation, const std::string& shape, double bytes) {
     const auto half = static_cast<std::size_t>(bytes / 2);
     register_case(operation, shape, "memcpy", bytes, [half] {
-        static std::map<std::size_t, std::pair<std::vector<char>, std::vector<char>>> buffers;
-        auto& pair = buffers[half];
+        auto& pair = memcpy_buffers()[half];
         if (pair.first.size() != half) pair = {std::vector<char>(half, 1), std::vector<char>(half, 0)};
         std::memcpy(pair.second.data(), pair.first.data(), half);
         benchmark::DoNotOptimize(pair.second.data());

@@ -231,6 +231,7 @@ void register_bfloat16_forward(shape s) {
     };
     const index_type rows = s.rows, n = s.cols;
     auto data = std::make_shared<std::shared_ptr<bf16_tensors>>();
+    bench::release_on_shape_change([data] { data->reset(); });
     const auto get = [data, rows, n]() -> bf16_tensors& {
         if (!*data) {
             const auto count = static_cast<std::size_t>(rows * n);
@@ -262,6 +263,7 @@ const bool registered = [] {
     // In cache: 16384x128 (8 MiB), 512x1024 (2 MiB), 256x4096 (4 MiB); beyond the LLC: 65536x4096 (1 GiB a tensor).
     for (const shape s : {shape{16384, 128}, shape{512, 1024}, shape{256, 4096}, shape{65536, 4096}}) {
         auto lazy = std::make_shared<lazy_tensors>(lazy_tensors{s.rows, s.cols, nullptr});
+        bench::release_on_shape_change([lazy] { lazy->data.reset(); });
         for (int threads : {1, 2}) {
             register_layer_norm(s, lazy, threads);
             register_rms_norm(s, lazy, threads);

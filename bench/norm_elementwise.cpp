@@ -101,6 +101,7 @@ void register_pointwise(index_type rows, index_type cols) {
     const double count = static_cast<double>(rows * cols);
     const double forward_bytes = 2 * count * sizeof(T), backward_bytes = 3 * count * sizeof(T);
     auto t = std::make_shared<lazy<T>>(lazy<T>{rows, cols, nullptr});
+    bench::release_on_shape_change([t] { t->data.reset(); });
     const double alpha = 0.5, shift = 0.1;
     using C = core::compute_t<T>;
 

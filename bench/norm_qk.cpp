@@ -57,20 +57,7 @@ struct lazy {
     }
 };
 
-// memcpy of `bytes` (half read, half written) as harness.hpp's register_memcpy,
-// but with buffers allocated on first use and shared by every operation of the
-// same size: this file registers dozens of 0.2–2 GiB cases, and a filtered run
-// must not allocate them all up front.
-void register_memcpy(const std::string& operation, const std::string& shape, double bytes) {
-    static std::map<std::size_t, std::shared_ptr<std::pair<std::vector<char>, std::vector<char>>>> pool;
-    const auto half = static_cast<std::size_t>(bytes / 2);
-    register_case(operation, shape, "memcpy", bytes, [half] {
-        auto& buffers = pool[half];
-        if (!buffers) buffers = std::make_shared<std::pair<std::vector<char>, std::vector<char>>>(std::vector<char>(half, 1), std::vector<char>(half, 0));
-        std::memcpy(buffers->second.data(), buffers->first.data(), half);
-        benchmark::DoNotOptimize(buffers->second.data());
-    });
-}
+using bench::register_memcpy;
 
 #ifdef NORMKIT_HAVE_TORCH
 template <class T>
@@ -86,6 +73,7 @@ void register_qk(index_type tokens, index_type heads, index_type d) {
     const index_type rows = tokens * heads;
     const double elements = static_cast<double>(rows * d), forward_bytes = 4 * elements * sizeof(T), backward_bytes = 6 * elements * sizeof(T);
     auto data = std::make_shared<lazy<T>>(lazy<T>{rows, d, tokens, nullptr});
+    bench::release_on_shape_change([data] { data->data.reset(); });
     const auto qwen3 = norm::qk_rms_norm_options::qwen3();
     const auto olmo2 = norm::qk_rms_norm_options::olmo2();
     const double gain = norm::qk_norm_initial_gain(4096);
@@ -190,6 +178,7 @@ void register_rows(index_type rows, index_type n) {
     const std::string label = std::to_string(rows) + "x" + std::to_string(n) + type;
     const double elements = static_cast<double>(rows * n);
     auto data = std::make_shared<lazy<T>>(lazy<T>{rows, n, rows, nullptr});
+    bench::release_on_shape_change([data] { data->data.reset(); });
     const double gain = norm::scale_norm_initial_gain(n);
 
     register_memcpy("l2_norm_forward", label, 2 * elements * sizeof(T));
@@ -242,6 +231,7 @@ void register_storage_rate(index_type rows, index_type n) {
     const std::string label = std::to_string(rows) + "x" + std::to_string(n) + (std::is_same_v<T, float> ? ":f32" : ":bf16");
     const double bytes = 2.0 * static_cast<double>(rows * n) * sizeof(T);
     auto data = std::make_shared<lazy<T>>(lazy<T>{rows, n, rows, nullptr});
+    bench::release_on_shape_change([data] { data->data.reset(); });
     register_memcpy("rms_norm_forward_storage", label, bytes);
     register_case("rms_norm_forward_storage", label, "normkit", bytes, [=] {
         auto& b = data->get();
