@@ -27,7 +27,8 @@
 #include <chrono>
 #include <string>
 
-// GCC 12's false -Wmaybe-uninitialized inside its AVX-512 intrinsics (see logits_statistics.hpp).
+// GCC 12's false -Wmaybe-uninitialized inside its AVX-512 intrinsics, for the bare loop's
+// xsimd::exp instantiated here (normkit's own calls go through core/math.hpp).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"

@@ -11,11 +11,6 @@
 //   policy_loss_local_count   the same without the global count: one extra read of the mask first.
 #include "harness.hpp"
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"  // xsimd's AVX-512 exp out of line (a false positive)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include <normkit/loss/policy_loss.hpp>
 
 #ifdef NORMKIT_HAVE_TORCH

@@ -1,10 +1,5 @@
 // The one-call policy loss against tests/reference/loss.hpp and finite
 // differences, the presets on a hand-computed example, micro-batches, and errors.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"  // xsimd's AVX-512 exp, out of line: see surrogate.cpp
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include "reference/loss.hpp"
 #include "support.hpp"
 

@@ -1,12 +1,5 @@
 // Policy surrogates and KL estimators against tests/reference/loss.hpp, their
 // gradients against central finite differences, and the properties the issue lists.
-// GCC 12 reports xsimd's AVX-512 exp (its _mm512_undefined operands) as reading an uninitialized
-// register when it is instantiated out of line; a false positive, silenced for this file.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include "reference/loss.hpp"
 #include "support.hpp"
 

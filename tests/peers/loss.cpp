@@ -2,11 +2,6 @@
 // the gradient from libtorch's autograd (the frameworks' own formulas,
 // transcribed from verl's core_algos.py, TRL's grpo_trainer.py and OpenRLHF's
 // loss.py in torch ops), in double.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"  // xsimd's AVX-512 exp out of line (a false positive)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 // libtorch first: its glog defines CHECK, which would otherwise replace Catch's CHECK (a glog CHECK
 // aborts instead of reporting, and is not counted as an assertion).
 #include <torch/torch.h>

@@ -17,16 +17,8 @@
 // only for d < −88 in float, as the formula does).
 #pragma once
 
-// GCC 12 reports the unmasked AVX-512 intrinsics inside xsimd's exp (their _mm512_undefined operand)
-// as reads of an uninitialized register, a false positive; it is silenced for this header (pushed
-// before the includes, so that xsimd's own lines are covered when this header is the first to include it).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include "aggregate.hpp"
+#include "../core/math.hpp"
 
 namespace normkit::loss {
 
@@ -66,13 +58,13 @@ NORMKIT_LOSS_INLINE void kl_batch(const core::batch<C>& x, const core::batch<C>&
         if (clamp) {
             const batch<C> limit(C(20)), cap(C(10));
             const batch<C> log_ratio = minimum(maximum(-d, -limit), limit);
-            const batch<C> ratio = xsimd::exp(log_ratio);
+            const batch<C> ratio = core::exp(log_ratio);
             const batch<C> raw = ratio - log_ratio - C(1);
             value = minimum(maximum(raw, -cap), cap);
             const auto passes = (absolute(d) <= limit) & (raw <= cap) & (raw >= -cap);
             gradient = xsimd::select(passes, C(1) - ratio, batch<C>(C(0)));
         } else {
-            const batch<C> ratio = xsimd::exp(-d);
+            const batch<C> ratio = core::exp(-d);
             value = ratio + d - C(1);
             gradient = C(1) - ratio;
         }
@@ -133,6 +125,3 @@ void kl_penalty(const LogProbs& log_probs, const Reference& ref_log_probs, Value
 
 }  // namespace normkit::loss
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif

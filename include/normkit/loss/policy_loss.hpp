@@ -36,15 +36,6 @@
 // global denominators for that (aggregate.hpp).
 #pragma once
 
-// GCC 12 reports the unmasked AVX-512 intrinsics inside xsimd's exp (their _mm512_undefined operand)
-// as reads of an uninitialized register, a false positive; it is silenced for this header (pushed
-// before the includes, so that xsimd's own lines are covered when this header is the first to include it).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include "aggregate.hpp"
 #include "kl.hpp"
 #include "surrogate.hpp"
@@ -299,6 +290,3 @@ policy_loss_result policy_loss(const policy_inputs<T>& inputs, Gradient&& log_pr
 
 }  // namespace normkit::loss
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif

@@ -45,16 +45,8 @@
 // that needs it → normkit::error naming the argument.
 #pragma once
 
-// GCC 12 reports the unmasked AVX-512 intrinsics inside xsimd's exp (their _mm512_undefined operand)
-// as reads of an uninitialized register, a false positive; it is silenced for this header (pushed
-// before the includes, so that xsimd's own lines are covered when this header is the first to include it).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include "aggregate.hpp"
+#include "../core/math.hpp"
 
 #include <limits>
 #include <optional>
@@ -203,7 +195,7 @@ NORMKIT_LOSS_INLINE token_terms<C> surrogate_batch(const surrogate_parameters<C>
         out.clipped = xsimd::select(on_clip, one, zero);
     };
     if constexpr (M == surrogate_mode::ppo_clip) {
-        const batch<C> r = xsimd::exp(d);
+        const batch<C> r = core::exp(d);
         ppo_form(r, r);
         const batch<C> cap = -a * batch<C>(p.dual);
         const auto lower = (a < zero) & (out.loss > cap);
@@ -211,7 +203,7 @@ NORMKIT_LOSS_INLINE token_terms<C> surrogate_batch(const surrogate_parameters<C>
         out.derivative = xsimd::select(lower | !passes, zero, out.derivative);
         out.clipped_lower = xsimd::select(lower, one, zero);
     } else if constexpr (M == surrogate_mode::cispo_clip || M == surrogate_mode::cispo_cap) {
-        const batch<C> r = xsimd::exp(d);
+        const batch<C> r = core::exp(d);
         const batch<C> coefficient = M == surrogate_mode::cispo_clip ? minimum(maximum(r, batch<C>(p.low)), batch<C>(p.high))
                                                                      : minimum(r, batch<C>(p.epsilon_high));
         out.loss = -coefficient * a * x;
@@ -227,16 +219,16 @@ NORMKIT_LOSS_INLINE token_terms<C> surrogate_batch(const surrogate_parameters<C>
         // verl's gspo reports the token-level ppo_kl of the unclamped log-ratio.
         out.negative_log_ratio = -raw;
     } else if constexpr (M == surrogate_mode::sapo) {
-        const batch<C> r = xsimd::exp(d);
+        const batch<C> r = core::exp(d);
         const batch<C> tau = xsimd::select(a > zero, batch<C>(p.tau_positive), batch<C>(p.tau_negative));
-        const batch<C> sigma = one / (one + xsimd::exp(-tau * (r - one)));
+        const batch<C> sigma = one / (one + core::exp(-tau * (r - one)));
         out.loss = -a * sigma * (C(4) / tau);
         out.derivative = xsimd::select(passes, -a * C(4) * sigma * (one - sigma) * r, zero);
     } else if constexpr (M == surrogate_mode::reinforce) {
         out.loss = -a * x;
         out.derivative = -a;
     } else if constexpr (M == surrogate_mode::gft) {
-        const batch<C> probability = xsimd::exp(x);
+        const batch<C> probability = core::exp(x);
         const batch<C> coefficient = xsimd::select(probability > batch<C>(p.threshold), one, probability);
         out.loss = -a * coefficient * x;
         out.derivative = -a * coefficient;
@@ -486,6 +478,3 @@ surrogate_metrics policy_surrogate_backward(const LossGradient& loss_gradient, c
 
 }  // namespace normkit::loss
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
