@@ -69,7 +69,7 @@ inline batch<C> divide_rational(const batch<C>& p, const batch<C>& q) {
 // odd degree-13 numerator and an even denominator, Eigen's generic_fast_tanh_float
 // and generic_fast_erf_float (Eigen 3.4, MathFunctionsImpl.h and
 // SpecialFunctionsImpl.h): a few ulp on the clamped range, outside of which
-// fl(tanh) and fl(erf) are ±1. They cost about a third of xsimd's float tanh
+// fl(tanh) and fl(erf) are ±1. They cost about half of xsimd's float tanh
 // and erf (which evaluate exp and both branches of a select), and DyT and Derf
 // are bound by exactly this cost. Double lanes keep xsimd's.
 template <class C>
