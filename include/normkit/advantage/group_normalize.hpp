@@ -25,8 +25,10 @@
 //   1e-6 added to σ), not old verl's ±0.005 from its variance floor. The contiguous float fast
 //   path (AVX-512) instead takes 16 groups per sweep with shifted one-pass sums over r − r₀
 //   (r₀ the group's first reward, so the variance's relative error is O(n²ε) in double and a
-//   constant group still gives exactly 0), and multiplies by the reciprocal of D(v): results agree
-//   with the two-pass path to double rounding, not bitwise. Ragged mean/std options accumulate
+//   constant group still gives exactly 0), multiplies by reciprocals instead of dividing, and for
+//   float output without a clip range forms A = ((r − μ_high) − μ_low)·(1/D) in float lanes, with μ
+//   split in two floats so that any offset keeps its accuracy: results agree with the two-pass path
+//   to a few float roundings (relative 3·2⁻²⁴), not bitwise. Ragged mean/std options accumulate
 //   by scatter over group numbers in the same order as the member lists, bitwise equal to them.
 // - Leave-one-out uses r_i − c_i = (r_i − μ_g)·n/(n − 1), the centred form of verl's G/(G−1) rule.
 // - Valid samples: valid[i] ≠ 0 (absent mask: all), reward not NaN, and, when lengths or a token
@@ -330,28 +332,29 @@ inline void sixteen_group_moments(const float* x, index_type size, block_moments
             square_high = _mm512_fmadd_pd(high, high, square_high);
         }
     }
-    // mean = x₀ + Σ/n and M2 = max(Σ² − (Σ)²/n, 0), eight groups per instruction; a group whose sums are
-    // not finite (NaN or ±inf inside) gets mean NaN, which sends it to the general path.
-    const __m512d count = _mm512_set1_pd(static_cast<double>(size)), zero = _mm512_setzero_pd();
+    // mean = x₀ + Σ·(1/n) and M2 = max(Σ² − (Σ)²·(1/n), 0), eight groups per instruction (a multiply by
+    // the reciprocal: a vector divide issues once in 16 cycles); a group whose sums are not finite (NaN
+    // or ±inf inside) gets mean NaN, which sends it to the general path.
+    const __m512d inverse_count = _mm512_set1_pd(1.0 / static_cast<double>(size)), zero = _mm512_setzero_pd();
     const auto finite = [&](__m512d v) { return _mm512_cmp_pd_mask(_mm512_sub_pd(v, v), zero, _CMP_EQ_OQ); };
     const auto finish = [&](__m512d shift, __m512d sum, __m512d square, double* mean, double* m2) {
         const __mmask8 ok = finite(shift) & finite(sum) & finite(square);
         _mm512_store_pd(mean, _mm512_mask_blend_pd(ok, _mm512_set1_pd(std::numeric_limits<double>::quiet_NaN()),
-                                                   _mm512_add_pd(shift, _mm512_div_pd(sum, count))));
-        _mm512_store_pd(m2, _mm512_maskz_max_pd(__mmask8(0xff), _mm512_sub_pd(square, _mm512_div_pd(_mm512_mul_pd(sum, sum), count)), zero));
+                                                   _mm512_add_pd(shift, _mm512_mul_pd(sum, inverse_count))));
+        _mm512_store_pd(m2, _mm512_maskz_max_pd(__mmask8(0xff), _mm512_sub_pd(square, _mm512_mul_pd(_mm512_mul_pd(sum, sum), inverse_count)), zero));
     };
     finish(shift_low, sum_low, square_low, stats.mean, stats.m2);
     finish(shift_high, sum_high, square_high, stats.mean + 8, stats.m2 + 8);
 }
 
-// D(v) and 1/D(v) of sixteen groups from their M2: divisor()'s IEEE operations, lane by lane, so each
-// group gets the bits the scalar code would give it (a vector square root or divide issues every few
-// cycles; the scalar ones, one per group, were most of the fast path's time).
+// D(v) and 1/D(v) of sixteen groups from their M2: divisor()'s operations lane by lane, with
+// v = M2·(1/(n − ddof)) (the scalar ones, one square root and two divides per group, were most of the
+// fast path's time).
 inline void sixteen_group_scales(block_moments& stats, index_type size, int ddof, double eps, eps_mode placement) {
-    const __m512d dof = _mm512_set1_pd(static_cast<double>(size - ddof)), epsilon = _mm512_set1_pd(eps), one = _mm512_set1_pd(1.0);
+    const __m512d inverse_dof = _mm512_set1_pd(1.0 / static_cast<double>(size - ddof)), epsilon = _mm512_set1_pd(eps), one = _mm512_set1_pd(1.0);
     const auto root = [](__m512d v) { return _mm512_maskz_sqrt_pd(__mmask8(0xff), v); };  // maskz: see gather
     for (int half = 0; half < 16; half += 8) {
-        const __m512d variance = _mm512_div_pd(_mm512_load_pd(stats.m2 + half), dof);
+        const __m512d variance = _mm512_mul_pd(_mm512_load_pd(stats.m2 + half), inverse_dof);
         __m512d d = one;
         switch (placement) {
             case eps_mode::add_to_std: d = _mm512_add_pd(root(variance), epsilon); break;
@@ -559,6 +562,18 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
                 value = xsimd::select(value > highest, highest, value);
                 store_from_double(y + j, value);
             }
+        } else if constexpr (std::is_same_v<T, float> && std::is_same_v<O, float>) {
+            // Float lanes, twice as many per instruction, with the mean in two parts so that
+            // r − μ keeps its accuracy at any offset: r − μ_high is exact for r near μ (Sterbenz),
+            // and μ_low carries what μ_high dropped. Within 3 float roundings of the quotient.
+            using F = core::batch<float>;
+            constexpr index_type FW = core::width<float>;
+            const auto mean_high = static_cast<float>(group_mean);
+            const F high(mean_high), low(static_cast<float>(group_mean - static_cast<double>(mean_high))), float_scale(static_cast<float>(reciprocal));
+            const index_type float_full = size - size % FW;
+            for (index_type j = 0; j < float_full; j += FW) (((F::load_unaligned(x + j) - high) - low) * float_scale).store_unaligned(y + j);
+            for (index_type j = float_full; j < size; ++j) y[j] = finish((static_cast<double>(x[j]) - group_mean) / denominator);
+            return;
         } else {
             for (index_type j = 0; j < full; j += W) store_from_double(y + j, (load_as_double(x + j) - mean) * scale);
         }
