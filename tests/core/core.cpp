@@ -197,7 +197,10 @@ TEST_CASE("float tanh and erf stay within 10 ulp of the double functions", "[cor
     CHECK(worst_tanh <= 10.0);
     CHECK(worst_erf <= 10.0);
     CHECK(core::tanh(batch(std::numeric_limits<float>::infinity())).get(0) == 1.0f);
+    CHECK(core::tanh(batch(-9.5f)).get(0) == -1.0f);
     CHECK(core::erf(batch(-std::numeric_limits<float>::infinity())).get(0) == -1.0f);
+    CHECK(std::isnan(core::tanh(batch(std::numeric_limits<float>::quiet_NaN())).get(0)));
+    CHECK(std::isnan(core::erf(batch(std::numeric_limits<float>::quiet_NaN())).get(0)));
 }
 
 // core::exp: Cephes' expf with a vscalefps on AVX-512 float lanes, xsimd's elsewhere; either way

@@ -80,7 +80,8 @@ template <class C>
 #else
         const batch<C> clamp(7.90531110763549805f);
 #endif
-        const auto clamped = xsimd::max(xsimd::min(x, clamp), -clamp);
+        // Constant first: minps/maxps return their second operand when either is NaN, so NaN passes.
+        const auto clamped = xsimd::max(-clamp, xsimd::min(clamp, x));
         const auto x2 = clamped * clamped;
         auto p = xsimd::fma(x2, batch<C>(-2.76076847742355e-16f), batch<C>(2.00018790482477e-13f));
         p = xsimd::fma(x2, p, batch<C>(-8.60467152213735e-11f));
@@ -91,8 +92,14 @@ template <class C>
         auto q = xsimd::fma(x2, batch<C>(1.19825839466702e-06f), batch<C>(1.18534705686654e-04f));
         q = xsimd::fma(x2, q, batch<C>(2.26843463243900e-03f));
         q = xsimd::fma(x2, q, batch<C>(4.89352518554385e-03f));
-        // Below 0.0004, tanh(x) rounds to x; the rational is one ulp off there.
-        return xsimd::select(xsimd::abs(x) < batch<C>(0.0004f), x, detail::divide_rational(clamped * p, q));
+        // Below 0.0004, tanh(x) rounds to x; the rational is one ulp off there. Beyond 9.02 it rounds
+        // to ±1, which the rational at the clamp gives only to an ulp, depending on how the compiler
+        // fuses its products; in between it must not pass 1.
+        const batch<C> one(1.0f);
+        const auto magnitude = xsimd::abs(x);
+        auto value = xsimd::max(-one, xsimd::min(one, detail::divide_rational(clamped * p, q)));
+        value = xsimd::select(magnitude > batch<C>(9.02f), xsimd::copysign(one, x), value);
+        return xsimd::select(magnitude < batch<C>(0.0004f), x, value);
     } else {
         return xsimd::tanh(x);
     }
@@ -101,7 +108,7 @@ template <class C>
 template <class C>
 [[gnu::flatten]] inline batch<C> erf(const batch<C>& x) {
     if constexpr (std::is_same_v<C, float>) {
-        const auto clamped = xsimd::max(xsimd::min(x, batch<C>(4.f)), batch<C>(-4.f));
+        const auto clamped = xsimd::max(batch<C>(-4.f), xsimd::min(batch<C>(4.f), x));  // NaN passes (see tanh)
         const auto x2 = clamped * clamped;
         auto p = xsimd::fma(x2, batch<C>(-2.72614225801306e-10f), batch<C>(2.77068142495902e-08f));
         p = xsimd::fma(x2, p, batch<C>(-2.10102402082508e-06f));
@@ -115,7 +122,7 @@ template <class C>
         q = xsimd::fma(x2, q, batch<C>(-1.42647390514189e-02f));
         // The rational overshoots 1 by an ulp near the clamp; erf never does.
         const batch<C> one(1.0f);
-        return xsimd::max(xsimd::min(detail::divide_rational(clamped * p, q), one), -one);
+        return xsimd::max(-one, xsimd::min(one, detail::divide_rational(clamped * p, q)));
     } else {
         return xsimd::erf(x);
     }
