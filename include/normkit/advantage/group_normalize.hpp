@@ -552,7 +552,7 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
         const index_type full = size - size % W;
         O* y = out.data + g * size;
         // One reciprocal per group and a multiply per sample (a vector divide per sample costs more than the
-        // memory traffic); the result is within one double rounding of the quotient.
+        // memory traffic); in double lanes the result is within one double rounding of the quotient.
         const B mean(group_mean), scale(reciprocal), lowest(low), highest(high);
         if (clipped) {
             for (index_type j = 0; j < full; j += W) {
@@ -565,13 +565,16 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
         } else if constexpr (std::is_same_v<T, float> && std::is_same_v<O, float>) {
             // Float lanes, twice as many per instruction, with the mean in two parts so that
             // r − μ keeps its accuracy at any offset: r − μ_high is exact for r near μ (Sterbenz),
-            // and μ_low carries what μ_high dropped. Within 3 float roundings of the quotient.
+            // and μ_low carries what μ_high dropped. A few float roundings of the quotient (the
+            // header's bound).
             using F = core::batch<float>;
             constexpr index_type FW = core::width<float>;
             const auto mean_high = static_cast<float>(group_mean);
-            const F high(mean_high), low(static_cast<float>(group_mean - static_cast<double>(mean_high))), float_scale(static_cast<float>(reciprocal));
+            const F high_part(mean_high), low_part(static_cast<float>(group_mean - static_cast<double>(mean_high)));
+            const F float_scale(static_cast<float>(reciprocal));
             const index_type float_full = size - size % FW;
-            for (index_type j = 0; j < float_full; j += FW) (((F::load_unaligned(x + j) - high) - low) * float_scale).store_unaligned(y + j);
+            for (index_type j = 0; j < float_full; j += FW)
+                (((F::load_unaligned(x + j) - high_part) - low_part) * float_scale).store_unaligned(y + j);
             for (index_type j = float_full; j < size; ++j) y[j] = finish((static_cast<double>(x[j]) - group_mean) / denominator);
             return;
         } else {
