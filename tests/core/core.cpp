@@ -230,3 +230,30 @@ TEST_CASE("float exp stays within 2 ulp and keeps 0, inf and NaN at the ends", "
     CHECK(exp_of(infinity) == infinity);
     CHECK(std::isnan(exp_of(std::numeric_limits<float>::quiet_NaN())));
 }
+
+// core::exp_of_difference trades accuracy at large |x| for speed: relative error within
+// (2 + |x|)·2⁻²³ where the result is a normal float (the header's bound), the same ends as exp.
+TEST_CASE("exp_of_difference stays within (2 + |x|) 2^-23 relative and keeps 0, inf and NaN at the ends", "[core][math]") {
+    using batch = core::batch<float>;
+    std::vector<float> inputs;
+    for (int i = 0; i <= (1 << 20); ++i) inputs.push_back(-87.0f + 175.0f * static_cast<float>(i) / static_cast<float>(1 << 20));
+    while (inputs.size() % batch::size) inputs.push_back(0.0f);
+    double worst = 0;  // error over the bound
+    for (std::size_t i = 0; i < inputs.size(); i += batch::size) {
+        alignas(64) float values[batch::size];
+        core::exp_of_difference(batch::load_unaligned(inputs.data() + i)).store_aligned(values);
+        for (std::size_t lane = 0; lane < batch::size; ++lane) {
+            const double x = inputs[i + lane], want = std::exp(x);
+            worst = std::max(worst, std::fabs(values[lane] - want) / (want * (2 + std::fabs(x)) * std::ldexp(1.0, -23)));
+        }
+    }
+    CHECK(worst <= 1.0);
+    const float infinity = std::numeric_limits<float>::infinity();
+    const auto exp_of = [](float x) { return core::exp_of_difference(batch(x)).get(0); };
+    CHECK(exp_of(-infinity) == 0.0f);
+    CHECK(exp_of(-200.0f) == 0.0f);
+    CHECK(exp_of(0.0f) == 1.0f);
+    CHECK(exp_of(89.0f) == infinity);
+    CHECK(exp_of(infinity) == infinity);
+    CHECK(std::isnan(exp_of(std::numeric_limits<float>::quiet_NaN())));
+}

@@ -4,6 +4,7 @@
 
 #include <normkit/credit/logits_statistics.hpp>
 
+#include <functional>
 #include <limits>
 
 using namespace normkit;
@@ -16,8 +17,12 @@ struct logits_case {
     double temperature, scale, offset;
 };
 
+// Reshapes the random logits (rows × V, row-major) before they are stored; it must leave each
+// row's token finite.
+using logits_shape = std::function<void(std::vector<double>& values, index_type vocabulary, const std::vector<index_type>& tokens)>;
+
 template <class T>
-void check_statistics(const logits_case& c, std::uint32_t seed, double masked_fraction = 0.0) {
+void check_statistics(const logits_case& c, std::uint32_t seed, double masked_fraction = 0.0, const logits_shape& shape = {}) {
     INFO(type_name<T>() << " rows " << c.rows << " V " << c.vocabulary << " padding " << c.padding << " tau " << c.temperature << " scale "
                         << c.scale << " offset " << c.offset << " masked " << masked_fraction);
     auto values = random_values(c.rows * c.vocabulary, seed, c.offset, c.scale);
@@ -30,6 +35,7 @@ void check_statistics(const logits_case& c, std::uint32_t seed, double masked_fr
             for (index_type v = 0; v < c.vocabulary; ++v)
                 if (v != tokens[i] && uniform(generator) < masked_fraction) values[i * c.vocabulary + v] = -INFINITY;
     }
+    if (shape) shape(values, c.vocabulary, tokens);
     test_matrix<T> logits(c.rows, c.vocabulary, values, c.padding);
     const auto stored_values = logits.values();
     using S = core::statistic_t<T>;
@@ -47,7 +53,9 @@ void check_statistics(const logits_case& c, std::uint32_t seed, double masked_fr
     // absolute errors of a few float ulps of the quantities the sums run over.
     const double unit = std::is_same_v<T, double> ? 1e-13 : 3e-6;
     const double log_v = std::log(static_cast<double>(c.vocabulary)) + 1;
-    const double magnitude = std::max(1.0, (std::abs(c.offset) + 6 * c.scale) / c.temperature);
+    double magnitude = 1;
+    for (double value : stored_values)
+        if (std::isfinite(value)) magnitude = std::max(magnitude, std::abs(value) / c.temperature);
     for (index_type i = 0; i < c.rows; ++i) {
         CHECK(std::abs(lse[i] - lse_ref[i]) <= unit * (magnitude + log_v));
         CHECK(std::abs(log_p[i] - log_p_ref[i]) <= unit * (magnitude + log_v));
@@ -67,6 +75,48 @@ TEMPLATE_TEST_CASE("logits_statistics matches a double log-softmax over tails, s
     }
     // Longer than several 2048-element chunks, with the maximum in a late chunk.
     check_statistics<TestType>({2, 10007, 3, 1.0, 3.0, 0.0}, seed++);
+}
+
+// The row is summed as two halves (the first a whole number of 2048-element chunks), each chunk
+// against the maximum of the chunks before it: these rows reach every way that can go.
+TEMPLATE_TEST_CASE("logits_statistics over rising maxima, late starts and masked halves", "[credit][logits]", float, double, Eigen::bfloat16,
+                   Eigen::half) {
+    constexpr index_type chunk = 2048, vocabulary = 3 * chunk + 77;  // halves [0, 4096) and [4096, 6221)
+    constexpr double minus_infinity = -std::numeric_limits<double>::infinity();
+    const auto rising = [](double step) {
+        return [step](std::vector<double>& values, index_type v_count, const std::vector<index_type>&) {
+            for (std::size_t k = 0; k < values.size(); ++k) values[k] += step * static_cast<double>((static_cast<index_type>(k) % v_count) / chunk);
+        };
+    };
+    const auto masked = [](index_type begin, index_type end) {
+        return [begin, end](std::vector<double>& values, index_type v_count, const std::vector<index_type>& tokens) {
+            for (std::size_t row = 0; row < tokens.size(); ++row)
+                for (index_type v = begin; v < std::min(end, v_count); ++v)
+                    if (v != tokens[row]) values[row * static_cast<std::size_t>(v_count) + static_cast<std::size_t>(v)] = minus_infinity;
+        };
+    };
+    std::uint32_t seed = 60;
+    for (const double step : {5.0, 19.0, 21.0, 60.0, -30.0}) {  // moved to the new maximum (≤ 20), summed again (> 20), falling
+        INFO("rising by " << step << " per chunk");
+        check_statistics<TestType>({3, vocabulary, 1, 1.0, 2.0, 0.0}, seed++, 0.0, rising(step));
+        check_statistics<TestType>({2, vocabulary, 0, 0.5, 2.0, 0.0}, seed++, 0.0, rising(step));
+    }
+    // One logit 150 above the rest, at each chunk's ends and in the tails: wherever it is, the sums
+    // must move to it (exp(150) overflows float).
+    for (const index_type position : {index_type(0), chunk - 1, chunk, 2 * chunk - 1, 2 * chunk, 3 * chunk - 1, 3 * chunk, vocabulary - 1}) {
+        INFO("spike at " << position);
+        check_statistics<TestType>({2, vocabulary, 0, 1.0, 2.0, 0.0}, seed++, 0.0,
+                                   [position](std::vector<double>& values, index_type v_count, const std::vector<index_type>& tokens) {
+                                       for (std::size_t row = 0; row < tokens.size(); ++row)
+                                           values[row * static_cast<std::size_t>(v_count) + static_cast<std::size_t>(position)] += 150;
+                                   });
+    }
+    // A half whose first chunk (or every chunk) is -inf starts late (or never).
+    for (const auto& [begin, end] : {std::pair{index_type(0), chunk}, std::pair{2 * chunk, 3 * chunk}, std::pair{index_type(0), 2 * chunk},
+                                     std::pair{2 * chunk, vocabulary}, std::pair{index_type(0), 3 * chunk}}) {
+        INFO("masked [" << begin << ", " << end << ")");
+        check_statistics<TestType>({3, vocabulary, 2, 1.0, 2.0, 0.0}, seed++, 0.0, masked(begin, end));
+    }
 }
 
 TEMPLATE_TEST_CASE("logits_statistics is stable for logits of +-1e4 and -inf entries", "[credit][logits]", float, double, Eigen::bfloat16) {

@@ -46,6 +46,32 @@ template <class C>
     return xsimd::exp(x);
 }
 
+// exp for sums of exp(x − max): 9 instructions on 16 float lanes (AVX-512 with DQ), where exp
+// above takes 15. With t = x·log2 e + 1/2 rounded to float, e^x = 2^⌊t⌋ · 2^(f − 1/2) for
+// f = t − ⌊t⌋ ∈ [0, 1): vreduceps gives f exactly, a degree-6 polynomial 2^(f − 1/2) (Sleef's
+// exp2f, re-expanded about 1/2) and vscalefps multiplies by 2^⌊t⌋, with the overflow to +inf, the
+// underflow to 0 and exp(−inf) = 0 that brings. The price is t's rounding: the relative error
+// grows as (2 + |x|)·2⁻²³ (tested), where exp's stays within 2 ulp. That is the error d = z − max
+// already carries from its own rounding, and the terms where it is largest are the smallest in
+// the sum. Other lanes: exp above.
+template <class C>
+[[gnu::flatten]] inline batch<C> exp_of_difference(const batch<C>& x) {
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+    if constexpr (std::is_same_v<C, float> && batch<C>::size == 16) {
+        const __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f));
+        const __m512 f = _mm512_reduce_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+        __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.5359208919107914e-4f), f, _mm512_set1_ps(8.784864330664277e-4f));
+        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.846198346465826e-3f));
+        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(3.9230879687238485e-2f));
+        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.6986872990673874e-1f));
+        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(4.901288680921425e-1f));
+        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(7.071067835422582e-1f));
+        return _mm512_scalef_ps(p, t);  // p·2^⌊t⌋
+    }
+#endif
+    return exp(x);
+}
+
 namespace detail {
 
 // p / q of the rational approximations below. With AVX-512 a 14-bit reciprocal

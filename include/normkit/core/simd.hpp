@@ -83,6 +83,26 @@ inline B widen_bfloat16(const std::uint16_t* source) {
     return xsimd::bitwise_cast<B>(U::load_aligned(widened));
 }
 
+// 2·B::size bf16 values as two float batches, the even-indexed elements and the odd-indexed ones:
+// one full-width load, a shift (the low halves) and a mask (the high halves), where widening
+// takes a load and two instructions per batch. For reductions, which do not mind the order.
+template <class B = batch<float>>
+inline void widen_bfloat16_pairs(const std::uint16_t* source, B& even, B& odd) {
+    using U = xsimd::batch<std::uint32_t, typename B::arch_type>;
+    [[maybe_unused]] constexpr index_type lanes = static_cast<index_type>(B::size);
+#if defined(__AVX512F__)
+    if constexpr (lanes == 16) {
+        const __m512i pairs = _mm512_loadu_si512(source);  // maskz forms: see widen_bfloat16
+        even = B(_mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, pairs, 16)));
+        odd = B(_mm512_castsi512_ps(_mm512_maskz_and_epi32(0xffff, pairs, _mm512_set1_epi32(static_cast<int>(0xffff0000u)))));
+        return;
+    }
+#endif
+    const auto pairs = U::load_unaligned(reinterpret_cast<const std::uint32_t*>(source));
+    even = xsimd::bitwise_cast<B>(pairs << 16);
+    odd = xsimd::bitwise_cast<B>(pairs & U(0xffff0000u));
+}
+
 // Round to nearest, ties to even, any NaN to the quiet NaN 0x7fc0: the 32-bit
 // lanes of the result hold the bf16 bits.
 template <class B>
@@ -279,6 +299,16 @@ template <class C>
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+
+// The largest lane.
+template <class C>
+inline C horizontal_max(const batch<C>& value) {
+    alignas(64) C lanes[batch<C>::size];
+    value.store_aligned(lanes);
+    C largest = lanes[0];
+    for (std::size_t lane = 1; lane < batch<C>::size; ++lane) largest = std::max(largest, lanes[lane]);
+    return largest;
+}
 
 // Calls body(offset, count) for consecutive batches covering [0, n); count is
 // width<C> for every batch but possibly the last.
