@@ -118,4 +118,62 @@ inline void write_row(T* row, index_type n, bool streaming, Value&& value) {
     for_each_batch<C>(n, [&](index_type offset, index_type count) { store(row + offset, value(offset, count), count); });
 }
 
+// write_row for two rows of n elements at once, their batches taken in turn:
+// value(k, i, count) gives row k's batch at i (k = 0: first, 1: second). One
+// thread's reads and writes then form two streams, and the cache keeps about
+// twice the misses in flight for two streams as for one (DyT forward, 4096 ×
+// 4096 fp32, with the inputs prefetched: 0.7× → 1.2× memcpy). Rows whose
+// addresses differ modulo the streaming alignment are written one after the
+// other. Every element gets the same value either way.
+template <class T, class Value>
+inline void write_two_rows(T* first, T* second, index_type n, bool streaming, Value&& value) {
+    using C = compute_t<T>;
+    constexpr index_type lanes = width<C>;
+    if constexpr (can_stream_v<T>) {
+        constexpr std::uintptr_t alignment = stream_alignment<T>;
+        const auto address = reinterpret_cast<std::uintptr_t>(first), other = reinterpret_cast<std::uintptr_t>(second);
+        if (streaming && address % sizeof(T) == 0 && address % alignment != other % alignment) {
+            write_row(first, n, true, [&](index_type i, index_type count) { return value(0, i, count); });
+            write_row(second, n, true, [&](index_type i, index_type count) { return value(1, i, count); });
+            return;
+        }
+        if (streaming && address % sizeof(T) == 0) {
+            const index_type head = std::min<index_type>(n, static_cast<index_type>((alignment - address % alignment) % alignment / sizeof(T)));
+            if (head > 0) {
+                store(first, value(0, index_type(0), head), head);
+                store(second, value(1, index_type(0), head), head);
+            }
+            index_type offset = head;
+            for (; offset + lanes <= n; offset += lanes) {
+                store_stream(first + offset, value(0, offset, lanes));
+                store_stream(second + offset, value(1, offset, lanes));
+            }
+            if (offset < n) {
+                store(first + offset, value(0, offset, n - offset), n - offset);
+                store(second + offset, value(1, offset, n - offset), n - offset);
+            }
+            return;
+        }
+    }
+    for_each_batch<C>(n, [&](index_type offset, index_type count) {
+        store(first + offset, value(0, offset, count), count);
+        store(second + offset, value(1, offset, count), count);
+    });
+}
+
+// How far ahead of a sweep over memory prefetch_ahead asks for its input: the
+// hardware prefetcher alone leaves a sweep with arithmetic between its loads
+// short of lines in flight.
+inline constexpr std::size_t prefetch_bytes = 2048;
+
+// Asks for the cache line prefetch_bytes beyond p (a hint: never faults).
+template <class T>
+inline void prefetch_ahead(const T* p) {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(reinterpret_cast<const char*>(p) + prefetch_bytes, 0, 3);
+#else
+    (void)p;
+#endif
+}
+
 }  // namespace normkit::core

@@ -60,6 +60,7 @@
 #include "../core/math.hpp"
 #include "../core/parallel.hpp"
 #include "../core/simd.hpp"
+#include "../core/stream.hpp"
 #include "../core/view.hpp"
 
 #include <algorithm>
@@ -82,9 +83,6 @@ namespace detail {
 
 // Elements per chunk: 8 KiB of float, so a chunk summed again is read from L1.
 inline constexpr index_type logits_chunk = 2048;
-
-// How far ahead of each half's sweep its lines are prefetched (see the header comment).
-inline constexpr std::size_t prefetch_bytes = 2048;
 
 // A chunk whose maximum exceeds the running one by more than this is summed again.
 template <class C>
@@ -153,14 +151,11 @@ template <class T>
     }
 }
 
+// Prefetches the lines of one step of sum_two_halves, core::prefetch_bytes ahead.
 template <class T>
-[[gnu::always_inline]] inline void prefetch_ahead(const T* p) {
-#if defined(__GNUC__) || defined(__clang__)
-    constexpr std::size_t bytes = 2 * core::width<core::compute_t<T>> * sizeof(T);  // one step of sum_two_halves
-    for (std::size_t line = 0; line < bytes; line += 64) __builtin_prefetch(reinterpret_cast<const char*>(p) + prefetch_bytes + line, 0, 3);
-#else
-    (void)p;
-#endif
+[[gnu::always_inline]] inline void prefetch_step(const T* p) {
+    constexpr std::size_t bytes = 2 * core::width<core::compute_t<T>> * sizeof(T);
+    for (std::size_t line = 0; line < bytes; line += 64) core::prefetch_ahead(reinterpret_cast<const char*>(p) + line);
 }
 
 // Sums `length` logits from p into one half; returns the lane maximum of its z.
@@ -187,8 +182,8 @@ void sum_two_halves(half_sums<core::compute_t<T>>& a, const T* p, half_sums<core
     const core::batch<C> minus_a(-a.max), minus_b(-b.max);
     core::batch<C> a0 = a.s0, a1 = a.s1, a2 = a.s2, b0 = b.s0, b1 = b.s1, b2 = b.s2, pa = largest_a, pb = largest_b;
     for (index_type i = 0; i < length; i += step) {
-        prefetch_ahead(p + i);
-        prefetch_ahead(q + i);
+        prefetch_step(p + i);
+        prefetch_step(q + i);
         core::batch<C> p0, p1, q0, q1;
         load_two(p + i, p0, p1);
         load_two(q + i, q0, q1);

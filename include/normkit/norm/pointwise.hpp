@@ -45,19 +45,30 @@ void pointwise_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<con
     core::with_flags(
         [&](auto has_weight, auto has_bias) {
             core::parallel_for(x.rows, threads, [&](index_type begin, index_type end) {
-                for (index_type row = begin; row < end; ++row) {
-                    const T* in = x.row(row);
-                    core::write_row(y.row(row), x.cols, streaming, [&](index_type i, index_type count) {
-                        // One explicit fma for γ·f + β: left to the compiler, the contraction
-                        // can differ between the streaming and the ordinary stores' copies of
-                        // this body, and with it the last bit.
-                        const auto value = function(core::load(in + i, count));
-                        if constexpr (has_weight && has_bias)
-                            return xsimd::fma(value, core::load(weight.data + i, count), core::load(bias.data + i, count));
-                        else if constexpr (has_weight) return value * core::load(weight.data + i, count);
-                        else if constexpr (has_bias) return value + core::load(bias.data + i, count);
-                        else return value;
+                // One explicit fma for γ·f + β: left to the compiler, the contraction can
+                // differ between the copies of this body (streaming or not, one row or two),
+                // and with it the last bit.
+                const auto row_value = [&](const T* in, index_type i, index_type count) {
+                    core::prefetch_ahead(in + i);
+                    const auto value = function(core::load(in + i, count));
+                    if constexpr (has_weight && has_bias)
+                        return xsimd::fma(value, core::load(weight.data + i, count), core::load(bias.data + i, count));
+                    else if constexpr (has_weight) return value * core::load(weight.data + i, count);
+                    else if constexpr (has_bias) return value + core::load(bias.data + i, count);
+                    else return value;
+                };
+                // Rows in pairs, read and written side by side (core::write_two_rows).
+                index_type row = begin;
+                for (; row + 1 < end; row += 2) {
+                    const T* first = x.row(row);
+                    const T* second = x.row(row + 1);
+                    core::write_two_rows(y.row(row), y.row(row + 1), x.cols, streaming, [&](int which, index_type i, index_type count) {
+                        return row_value(which == 0 ? first : second, i, count);
                     });
+                }
+                if (row < end) {
+                    const T* in = x.row(row);
+                    core::write_row(y.row(row), x.cols, streaming, [&](index_type i, index_type count) { return row_value(in, i, count); });
                 }
                 if (streaming) core::stream_fence();
             });
