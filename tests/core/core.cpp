@@ -4,6 +4,7 @@
 #include <normkit/core/math.hpp>
 #include <normkit/core/parallel.hpp>
 #include <normkit/core/reduce.hpp>
+#include <normkit/core/stream.hpp>
 
 #include <atomic>
 #include <cmath>
@@ -101,6 +102,43 @@ TEST_CASE("bf16 and fp16 conversion round to nearest even and keep NaN", "[core]
     std::vector<Eigen::half> halves(values.size());
     core::for_each_batch<float>(37, [&](index_type i, index_type count) { core::store(halves.data() + i, core::load(values.data() + i, count), count); });
     for (std::size_t i = 0; i < values.size(); ++i) CHECK(static_cast<float>(halves[i]) == static_cast<float>(static_cast<Eigen::half>(values[i])));
+}
+
+// The vector narrowing to bf16 (with AVX512-BF16: vcvtneps2bf16, and the integer rounding for
+// batches with a NaN or subnormal lane) and the streaming store give the scalar bits, for any
+// float: random words, batches of normal values only, and batches with one subnormal or NaN lane.
+TEST_CASE("bf16 vector stores, streaming or not, round every float as the scalar conversion", "[core][types]") {
+    constexpr index_type lanes = core::width<float>;
+    std::mt19937 generator(5);
+    std::uniform_int_distribution<std::uint32_t> bits;
+    std::vector<float> values;
+    for (int block = 0; block < 3000; ++block) {
+        for (index_type lane = 0; lane < lanes; ++lane) {
+            std::uint32_t word = bits(generator);
+            if (block % 3 == 1) word = (word & 0x807fffffu) | ((1u + word % 250u) << 23);  // a normal value
+            float value;
+            std::memcpy(&value, &word, sizeof value);
+            values.push_back(value);
+        }
+        if (block % 3 == 2) {  // one subnormal or NaN lane among normal ones
+            const std::uint32_t special = block % 2 ? 0x00000001u + bits(generator) % 0x007fffffu : 0x7fc00001u + bits(generator) % 0x3fffffu;
+            std::memcpy(&values[values.size() - 1 - bits(generator) % lanes], &special, sizeof special);
+        }
+    }
+    std::vector<Eigen::bfloat16> stored(values.size()), streamed(values.size() + 64);
+    Eigen::bfloat16* aligned = streamed.data() + (64 - reinterpret_cast<std::uintptr_t>(streamed.data()) % 64) % 64 / sizeof(Eigen::bfloat16);
+    core::for_each_batch<float>(static_cast<index_type>(values.size()),
+                                [&](index_type i, index_type count) { core::store(stored.data() + i, core::load(values.data() + i, count), count); });
+    core::write_row(aligned, static_cast<index_type>(values.size()), true,
+                    [&](index_type i, index_type count) { return core::load(values.data() + i, count); });
+    core::stream_fence();
+    std::size_t mismatches = 0;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        const std::uint16_t want = core::float_to_bfloat16_bits(values[i]);
+        mismatches += Eigen::numext::bit_cast<std::uint16_t>(stored[i]) != want;
+        mismatches += Eigen::numext::bit_cast<std::uint16_t>(aligned[i]) != want;
+    }
+    CHECK(mismatches == 0);
 }
 
 TEST_CASE("parallel_for covers every index once; reduce_rows is independent of the thread count", "[core][parallel]") {

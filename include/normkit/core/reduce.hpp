@@ -16,6 +16,7 @@
 #pragma once
 
 #include "simd.hpp"
+#include "stream.hpp"
 
 #include <algorithm>
 
@@ -34,6 +35,20 @@ inline compute_t<T> row_sum_of_squares(const T* x, index_type n) {
         const auto v = load(x + i, count);
         return std::array<batch<C>, 1>{v * v};
     })[0];
+}
+
+// Σx² of two rows of n elements at once, each exactly as row_sum_of_squares would sum it but
+// for how the compiler may contract; both rows are prefetched ahead (core/stream.hpp), so that a
+// sweep over memory keeps two streams of misses in flight. A row passed twice gets its own sum.
+template <class T>
+inline std::array<compute_t<T>, 2> two_rows_sum_of_squares(const T* first, const T* second, index_type n) {
+    using C = compute_t<T>;
+    return sum_batches<2, C>(n, [&](index_type i, index_type count) {
+        prefetch_ahead(first + i);
+        prefetch_ahead(second + i);
+        const auto u = load(first + i, count), v = load(second + i, count);
+        return std::array<batch<C>, 2>{u * u, v * v};
+    });
 }
 
 template <class T, class U>

@@ -114,18 +114,32 @@ inline xsimd::batch<std::uint32_t, typename B::arch_type> bfloat16_rounded_bits(
     return xsimd::bitwise_cast<U>(xsimd::select(xsimd::isnan(value), xsimd::bitwise_cast<B>(U(0x7fc0u)), as_float));
 }
 
+#if defined(__AVX512F__)
+// 16 float lanes rounded to bf16 bits as bfloat16_rounded_bits does, packed in 256 bits. With
+// AVX512-BF16, vcvtneps2bf16 rounds the same way in one instruction, except that it flushes
+// subnormal inputs to zero and keeps a NaN's sign and payload: lanes of either kind (one
+// vfpclassps finds them) take the integer path.
+inline __m256i bfloat16_bits_of(__m512 value) {
+#if defined(__AVX512BF16__)
+    constexpr int nan_or_subnormal = 0x01 | 0x80 | 0x20;  // quiet NaN, signalling NaN, subnormal
+    if (_mm512_fpclass_ps_mask(value, nan_or_subnormal) == 0) return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(value));
+#endif
+    // The rounding of bfloat16_rounded_bits, in maskz intrinsics (see widen_bfloat16).
+    const __m512i bits = _mm512_castps_si512(value);
+    const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(0xffff, bits, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_maskz_srli_epi32(0xffff, _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)), 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(value, value, _CMP_UNORD_Q);
+    const __m512i result = _mm512_mask_mov_epi32(rounded, nan, _mm512_set1_epi32(0x7fc0));
+    return _mm512_maskz_cvtepi32_epi16(0xffff, result);
+}
+#endif
+
 template <class B>
 inline void narrow_bfloat16(std::uint16_t* destination, const B& value) {
     constexpr index_type lanes = static_cast<index_type>(B::size);
 #if defined(__AVX512F__)
     if constexpr (lanes == 16) {
-        // The rounding of bfloat16_rounded_bits, in maskz intrinsics (see widen_bfloat16).
-        const __m512i bits = _mm512_castps_si512(value);
-        const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(0xffff, bits, 16), _mm512_set1_epi32(1));
-        const __m512i rounded = _mm512_maskz_srli_epi32(0xffff, _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)), 16);
-        const __mmask16 nan = _mm512_cmp_ps_mask(value, value, _CMP_UNORD_Q);
-        const __m512i result = _mm512_mask_mov_epi32(rounded, nan, _mm512_set1_epi32(0x7fc0));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(destination), _mm512_maskz_cvtepi32_epi16(0xffff, result));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(destination), bfloat16_bits_of(value));
         return;
     }
 #endif

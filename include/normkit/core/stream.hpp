@@ -46,6 +46,12 @@ inline constexpr std::uintptr_t stream_alignment = static_cast<std::uintptr_t>(w
 template <class T>
 inline void store_stream(T* destination, const batch<compute_t<T>>& value) {
     if constexpr (sizeof(T) == 2) {
+#if defined(__AVX512F__)
+        if constexpr (std::is_same_v<T, Eigen::bfloat16> && stream_alignment<T> == 32) {
+            _mm256_stream_si256(reinterpret_cast<__m256i*>(destination), detail::bfloat16_bits_of(value));
+            return;
+        }
+#endif
         // Narrowed by store() as usual (the same bits), then moved from L1 with one streaming store.
         alignas(32) std::uint16_t narrowed[width<float>];
         store(reinterpret_cast<T*>(narrowed), value);
@@ -166,14 +172,34 @@ inline void write_two_rows(T* first, T* second, index_type n, bool streaming, Va
 // short of lines in flight.
 inline constexpr std::size_t prefetch_bytes = 2048;
 
-// Asks for the cache line prefetch_bytes beyond p (a hint: never faults).
+// Asks for the cache line holding p (a hint: never faults).
 template <class T>
-inline void prefetch_ahead(const T* p) {
+inline void prefetch(const T* p) {
 #if defined(__GNUC__) || defined(__clang__)
-    __builtin_prefetch(reinterpret_cast<const char*>(p) + prefetch_bytes, 0, 3);
+    __builtin_prefetch(p, 0, 3);
 #else
     (void)p;
 #endif
+}
+
+// Asks for the cache line prefetch_bytes beyond p.
+template <class T>
+inline void prefetch_ahead(const T* p) {
+    prefetch(reinterpret_cast<const char*>(p) + prefetch_bytes);
+}
+
+// Calls body(row, other, next, next_other) for the rows [begin, end) in pairs, one row from each
+// half of the range (two streams far apart in memory), and a row left over as (row, row). next and
+// next_other are the pair that follows (this pair again at the end): what to prefetch while this
+// one is written.
+template <class Body>
+inline void for_row_pairs(index_type begin, index_type end, Body&& body) {
+    const index_type count = end - begin, half = count / 2, pairs = count - half;
+    const auto other_of = [&](index_type pair) { return pair < half ? begin + pair + pairs : begin + pair; };
+    for (index_type pair = 0; pair < pairs; ++pair) {
+        const index_type next = pair + 1 < pairs ? pair + 1 : pair;
+        body(begin + pair, other_of(pair), begin + next, other_of(next));
+    }
 }
 
 }  // namespace normkit::core

@@ -57,19 +57,14 @@ void pointwise_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<con
                     else if constexpr (has_bias) return value + core::load(bias.data + i, count);
                     else return value;
                 };
-                // Rows in pairs, read and written side by side (core::write_two_rows).
-                index_type row = begin;
-                for (; row + 1 < end; row += 2) {
-                    const T* first = x.row(row);
-                    const T* second = x.row(row + 1);
-                    core::write_two_rows(y.row(row), y.row(row + 1), x.cols, streaming, [&](int which, index_type i, index_type count) {
-                        return row_value(which == 0 ? first : second, i, count);
-                    });
-                }
-                if (row < end) {
+                // Two rows at a time, read and written side by side (core::for_row_pairs).
+                core::for_row_pairs(begin, end, [&](index_type row, index_type other, index_type, index_type) {
                     const T* in = x.row(row);
-                    core::write_row(y.row(row), x.cols, streaming, [&](index_type i, index_type count) { return row_value(in, i, count); });
-                }
+                    const T* other_in = x.row(other);
+                    const auto value = [&](int which, index_type i, index_type count) { return row_value(which == 0 ? in : other_in, i, count); };
+                    if (other == row) core::write_row(y.row(row), x.cols, streaming, [&](index_type i, index_type count) { return value(0, i, count); });
+                    else core::write_two_rows(y.row(row), y.row(other), x.cols, streaming, value);
+                });
                 if (streaming) core::stream_fence();
             });
         },
