@@ -222,31 +222,34 @@ TEMPLATE_TEST_CASE("streaming stores change no bit of layer_norm or rms_norm", "
         test_matrix<TestType> x(rows, n, random_values(rows * n, 61, 1.0, 2.0), n % 5);
         const auto weight = to_storage<TestType>(random_values(n, 62)), bias = to_storage<TestType>(random_values(n, 63));
         std::vector<std::vector<TestType>> outputs;
-        std::vector<std::vector<core::statistic_t<TestType>>> rstds;
+        std::vector<std::vector<core::statistic_t<TestType>>> statistics;
         for (std::size_t threshold : {std::size_t(0), static_cast<std::size_t>(-1)}) {
             test_matrix<TestType> y(rows, n, n % 5), z(rows, n, n % 5);
             norm::layer_norm_options layer;
             layer.stream_above_bytes = threshold;
-            norm::layer_norm_forward(x.view, y.view, weight, bias, layer);
+            std::vector<core::statistic_t<TestType>> mean(rows), rstd(rows);
+            norm::layer_norm_forward(x.view, y.view, weight, bias, layer, mean, rstd);
             CHECK(y.padding_untouched());
             outputs.push_back(y.storage);
-            // RMSNorm beyond the cache takes rows in pairs, its weight formed once (rms_norm.hpp).
+            statistics.push_back(mean);
+            statistics.push_back(rstd);
+            // Beyond the cache both take rows in pairs, and RMSNorm forms its weight once.
             for (const auto casting : {norm::rms_norm_casting::gemma, norm::rms_norm_casting::llama})
                 for (const bool offset : {false, true}) {
                     norm::rms_norm_options rms;
                     rms.stream_above_bytes = threshold;
                     rms.casting = casting;
                     rms.offset = offset;
-                    std::vector<core::statistic_t<TestType>> rstd(rows);
-                    norm::rms_norm_forward(x.view, z.view, weight, rms, rstd);
+                    std::vector<core::statistic_t<TestType>> rms_rstd(rows);
+                    norm::rms_norm_forward(x.view, z.view, weight, rms, rms_rstd);
                     CHECK(z.padding_untouched());
                     outputs.push_back(z.storage);
-                    rstds.push_back(rstd);
+                    statistics.push_back(rms_rstd);
                 }
         }
         INFO("n " << n);
         for (std::size_t k = 0; k < 5; ++k)
             CHECK(std::memcmp(outputs[k].data(), outputs[k + 5].data(), outputs[k].size() * sizeof(TestType)) == 0);
-        for (std::size_t k = 0; k < 4; ++k) CHECK(rstds[k] == rstds[k + 4]);
+        for (std::size_t k = 0; k < 6; ++k) CHECK(statistics[k] == statistics[k + 6]);  // LayerNorm's mean and rstd, RMSNorm's rstds
     }
 }

@@ -22,6 +22,14 @@
 
 namespace normkit::core {
 
+// v², rounded once like v * v, but as an fma with +0 that no compiler contracts with the sum it
+// is added to: GCC's default -ffp-contract=fast fuses v * v + s in some inlined copies of a sum and
+// not in others, and the paired sums below must give each row the bits of the single-row ones.
+template <class C>
+inline batch<C> square_rounded(const batch<C>& v) {
+    return xsimd::fma(v, v, batch<C>(C(0)));
+}
+
 template <class T>
 inline compute_t<T> row_sum(const T* x, index_type n) {
     using C = compute_t<T>;
@@ -32,8 +40,7 @@ template <class T>
 inline compute_t<T> row_sum_of_squares(const T* x, index_type n) {
     using C = compute_t<T>;
     return sum_batches<1, C>(n, [&](index_type i, index_type count) {
-        const auto v = load(x + i, count);
-        return std::array<batch<C>, 1>{v * v};
+        return std::array<batch<C>, 1>{square_rounded(load(x + i, count))};
     })[0];
 }
 
@@ -46,8 +53,7 @@ inline std::array<compute_t<T>, 2> two_rows_sum_of_squares(const T* first, const
     return sum_batches<2, C>(n, [&](index_type i, index_type count) {
         prefetch_ahead(first + i);
         prefetch_ahead(second + i);
-        const auto u = load(first + i, count), v = load(second + i, count);
-        return std::array<batch<C>, 2>{u * u, v * v};
+        return std::array<batch<C>, 2>{square_rounded(load(first + i, count)), square_rounded(load(second + i, count))};
     });
 }
 
@@ -65,7 +71,7 @@ inline std::array<compute_t<T>, 2> row_centered_sums(const T* x, index_type n, c
     const batch<C> c(center);
     return sum_batches<2, C>(n, [&](index_type i, index_type count) {
         const auto d = keep_lanes(load(x + i, count) - c, count);
-        return std::array<batch<C>, 2>{d, d * d};
+        return std::array<batch<C>, 2>{d, square_rounded(d)};
     });
 }
 
@@ -77,13 +83,11 @@ struct moments {
     C variance;  // biased (divided by n), never negative
 };
 
-// Mean and biased variance of a row (n ≥ 1), as described above.
+// The rest of row_moments once its first sweep has summed x − center (center = x₀).
 template <class T>
-inline moments<compute_t<T>> row_moments(const T* x, index_type n) {
+inline moments<compute_t<T>> moments_after_first_sweep(const T* x, index_type n, compute_t<T> center, std::array<compute_t<T>, 2> sums) {
     using C = compute_t<T>;
     const C count = static_cast<C>(n);
-    C center = to_compute(x[0]);
-    auto sums = row_centered_sums(x, n, center);
     C shift = sums[0] / count;
     C spread = sums[1] / count;  // σ² + δ²
     if (!(shift * shift <= C(0.75) * spread)) {
@@ -94,6 +98,31 @@ inline moments<compute_t<T>> row_moments(const T* x, index_type n) {
     }
     const C variance = std::max(spread - shift * shift, C(0));
     return {center + shift, center, shift, variance};
+}
+
+// Mean and biased variance of a row (n ≥ 1), as described above.
+template <class T>
+inline moments<compute_t<T>> row_moments(const T* x, index_type n) {
+    const compute_t<T> center = to_compute(x[0]);
+    return moments_after_first_sweep(x, n, center, row_centered_sums(x, n, center));
+}
+
+// row_moments of two rows, their first sweeps taken as one with both rows prefetched ahead (see
+// two_rows_sum_of_squares).
+template <class T>
+inline std::array<moments<compute_t<T>>, 2> two_rows_moments(const T* first, const T* second, index_type n) {
+    using C = compute_t<T>;
+    const C first_center = to_compute(first[0]), second_center = to_compute(second[0]);
+    const batch<C> c(first_center), e(second_center);
+    const auto sums = sum_batches<4, C>(n, [&](index_type i, index_type count) {
+        prefetch_ahead(first + i);
+        prefetch_ahead(second + i);
+        const auto d = keep_lanes(load(first + i, count) - c, count);
+        const auto f = keep_lanes(load(second + i, count) - e, count);
+        return std::array<batch<C>, 4>{d, square_rounded(d), f, square_rounded(f)};
+    });
+    return {moments_after_first_sweep(first, n, first_center, {sums[0], sums[1]}),
+            moments_after_first_sweep(second, n, second_center, {sums[2], sums[3]})};
 }
 
 }  // namespace normkit::core

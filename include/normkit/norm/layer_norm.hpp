@@ -31,6 +31,7 @@
 #include "../core/view.hpp"
 
 #include <cmath>
+#include <vector>
 
 namespace normkit::norm {
 
@@ -66,36 +67,81 @@ void layer_norm_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<co
     const C eps = static_cast<C>(options.eps);
 
     const bool streaming = static_cast<std::size_t>(x.rows * n) * sizeof(T) > options.stream_above_bytes;
+    // Beyond the cache, 16-bit γ and β are widened once rather than for every row (see rms_norm.hpp).
+    constexpr bool widen_parameters = !std::is_same_v<T, C>;
+    std::vector<C> wide_weight, wide_bias;
+    if (streaming && widen_parameters) {
+        const auto widen = [n](const T* parameter, std::vector<C>& wide) {
+            if (parameter == nullptr) return;
+            wide.resize(static_cast<std::size_t>(n));
+            core::for_each_batch<C>(n, [&](index_type i, index_type count) { core::store(wide.data() + i, core::load(parameter + i, count), count); });
+        };
+        widen(weight.data, wide_weight);
+        widen(bias.data, wide_bias);
+    }
 
     core::with_flags(
-        [&](auto has_weight, auto has_bias) {
+        [&](auto has_weight, auto has_bias, auto from_memory) {
+            const auto weight_at = [&](index_type i, index_type count) {
+                if constexpr (from_memory && widen_parameters) return core::load(wide_weight.data() + i, count);
+                else return core::load(weight.data + i, count);
+            };
+            const auto bias_at = [&](index_type i, index_type count) {
+                if constexpr (from_memory && widen_parameters) return core::load(wide_bias.data() + i, count);
+                else return core::load(bias.data + i, count);
+            };
             core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
-                for (index_type row = begin; row < end; ++row) {
-                    const T* in = x.row(row);
-                    const auto m = core::row_moments(in, n);
+                // x − μ is formed as (x − c) − δ: exact in the first step for |μ| ≫ σ.
+                struct row_affine {
+                    batch<C> center, shift, scale;
+                };
+                const auto affine_of = [&](index_type row, const core::moments<C>& m) {
                     const C r = C(1) / std::sqrt(m.variance + eps);
                     if (!saved_mean.empty()) saved_mean[row] = m.mean;
                     if (!saved_rstd.empty()) saved_rstd[row] = r;
-                    // x − μ is formed as (x − c) − δ: exact in the first step for |μ| ≫ σ.
-                    const batch<C> center(m.center), shift(m.shift), scale(r);
-                    core::write_row(y.row(row), n, streaming, [&](index_type i, index_type count) {
-                        // The affine step is an explicit fma, so no batch boundary can change
-                        // how the compiler contracts it (core::write_row may shift them).
-                        const auto xhat = ((core::load(in + i, count) - center) - shift) * scale;
-                        if constexpr (has_weight && has_bias)
-                            return xsimd::fma(xhat, core::load(weight.data + i, count), core::load(bias.data + i, count));
-                        else if constexpr (has_weight)
-                            return xhat * core::load(weight.data + i, count);
-                        else if constexpr (has_bias)
-                            return xhat + core::load(bias.data + i, count);
-                        else
-                            return xhat;
+                    return row_affine{batch<C>(m.center), batch<C>(m.shift), batch<C>(r)};
+                };
+                const auto normalized = [&](const T* in, const row_affine& a, index_type i, index_type count) {
+                    // The affine step is an explicit fma, so no batch boundary can change how
+                    // the compiler contracts it (core::write_row may shift them).
+                    const auto xhat = ((core::load(in + i, count) - a.center) - a.shift) * a.scale;
+                    if constexpr (has_weight && has_bias)
+                        return xsimd::fma(xhat, weight_at(i, count), bias_at(i, count));
+                    else if constexpr (has_weight)
+                        return xhat * weight_at(i, count);
+                    else if constexpr (has_bias)
+                        return xhat + bias_at(i, count);
+                    else
+                        return xhat;
+                };
+                if constexpr (!from_memory) {
+                    for (index_type row = begin; row < end; ++row) {
+                        const T* in = x.row(row);
+                        const row_affine a = affine_of(row, core::row_moments(in, n));
+                        core::write_row(y.row(row), n, false, [&](index_type i, index_type count) { return normalized(in, a, i, count); });
+                    }
+                } else {
+                    // Beyond the cache, two rows at a time, as in rms_norm_forward.
+                    core::for_row_pairs(begin, end, [&](index_type row, index_type other, index_type next, index_type next_other) {
+                        const T* in = x.row(row);
+                        const T* other_in = x.row(other);
+                        const auto m = core::two_rows_moments(in, other_in, n);
+                        const row_affine a = affine_of(row, m[0]), b = affine_of(other, m[1]);
+                        const T* next_in = x.row(next);
+                        const T* next_other_in = x.row(next_other);
+                        const auto value = [&](int which, index_type i, index_type count) {
+                            core::prefetch(next_in + i);
+                            core::prefetch(next_other_in + i);
+                            return which == 0 ? normalized(in, a, i, count) : normalized(other_in, b, i, count);
+                        };
+                        if (other == row) core::write_row(y.row(row), n, true, [&](index_type i, index_type count) { return value(0, i, count); });
+                        else core::write_two_rows(y.row(row), y.row(other), n, true, value);
                     });
+                    core::stream_fence();
                 }
-                if (streaming) core::stream_fence();
             });
         },
-        !weight.empty(), !bias.empty());
+        !weight.empty(), !bias.empty(), streaming);
 }
 
 template <class T>
