@@ -22,8 +22,8 @@
 //   its own maximum is taken, and the sums move to the new maximum after it.
 //   Only a chunk whose maximum exceeds M by more than 20 (where e could reach
 //   e²⁰ per term and s1's rescale would cancel away digits) is summed again,
-//   from L1, against its own maximum; so is the first chunk of each half,
-//   which has no M yet. At the end M is the row's maximum.
+//   from L1, against its own maximum. The first chunk of each half, which has
+//   no M yet, is swept for its maximum first. At the end M is the row's maximum.
 // - Two halves: one thread's read of memory is bound by the cache misses it
 //   keeps in flight; two streams, each prefetched 2 KiB ahead, keep about
 //   twice as many (measured: 0.64 → 0.89 of memcpy for T = 512, V = 152064).

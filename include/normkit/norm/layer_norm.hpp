@@ -127,15 +127,10 @@ void layer_norm_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<co
                         const T* other_in = x.row(other);
                         const auto m = core::two_rows_moments(in, other_in, n);
                         const row_affine a = affine_of(row, m[0]), b = affine_of(other, m[1]);
-                        const T* next_in = x.row(next);
-                        const T* next_other_in = x.row(next_other);
                         const auto value = [&](int which, index_type i, index_type count) {
-                            core::prefetch(next_in + i);
-                            core::prefetch(next_other_in + i);
                             return which == 0 ? normalized(in, a, i, count) : normalized(other_in, b, i, count);
                         };
-                        if (other == row) core::write_row(y.row(row), n, true, [&](index_type i, index_type count) { return value(0, i, count); });
-                        else core::write_two_rows(y.row(row), y.row(other), n, true, value);
+                        core::write_two_rows(y.row(row), y.row(other), n, true, core::prefetching_next(x.row(next), x.row(next_other), value));
                     });
                     core::stream_fence();
                 }

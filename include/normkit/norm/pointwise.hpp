@@ -62,8 +62,7 @@ void pointwise_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<con
                     const T* in = x.row(row);
                     const T* other_in = x.row(other);
                     const auto value = [&](int which, index_type i, index_type count) { return row_value(which == 0 ? in : other_in, i, count); };
-                    if (other == row) core::write_row(y.row(row), x.cols, streaming, [&](index_type i, index_type count) { return value(0, i, count); });
-                    else core::write_two_rows(y.row(row), y.row(other), x.cols, streaming, value);
+                    core::write_two_rows(y.row(row), y.row(other), x.cols, streaming, value);
                 });
                 if (streaming) core::stream_fence();
             });

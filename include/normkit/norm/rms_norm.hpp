@@ -109,15 +109,10 @@ void rms_norm_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<cons
                             saved_rstd[other] = other_r;
                         }
                         const batch<C> scale(r), other_scale(other_r);
-                        const T* next_in = x.row(next);
-                        const T* next_other_in = x.row(next_other);
                         const auto value = [&](int which, index_type i, index_type count) {
-                            core::prefetch(next_in + i);
-                            core::prefetch(next_other_in + i);
                             return which == 0 ? normalized(in, scale, i, count) : normalized(other_in, other_scale, i, count);
                         };
-                        if (other == row) core::write_row(y.row(row), n, true, [&](index_type i, index_type count) { return value(0, i, count); });
-                        else core::write_two_rows(y.row(row), y.row(other), n, true, value);
+                        core::write_two_rows(y.row(row), y.row(other), n, true, core::prefetching_next(x.row(next), x.row(next_other), value));
                     });
                     core::stream_fence();
                 }
