@@ -250,6 +250,17 @@ TEMPLATE_TEST_CASE("streaming stores change no bit of layer_norm or rms_norm", "
         INFO("n " << n);
         for (std::size_t k = 0; k < 5; ++k)
             CHECK(std::memcmp(outputs[k].data(), outputs[k + 5].data(), outputs[k].size() * sizeof(TestType)) == 0);
+        // In place, streamed: each row is read (both sweeps) before it is written.
+        norm::layer_norm_options layer;
+        layer.stream_above_bytes = 0;
+        test_matrix<TestType> in_place(rows, n, x.values(), n % 5);
+        norm::layer_norm_forward(in_place.view, in_place.view, weight, bias, layer);
+        CHECK(std::memcmp(in_place.storage.data(), outputs[5].data(), outputs[5].size() * sizeof(TestType)) == 0);
+        norm::rms_norm_options rms;
+        rms.stream_above_bytes = 0;
+        in_place.set(x.values());
+        norm::rms_norm_forward(in_place.view, in_place.view, weight, rms);
+        CHECK(std::memcmp(in_place.storage.data(), outputs[6].data(), outputs[6].size() * sizeof(TestType)) == 0);
         for (std::size_t k = 0; k < 6; ++k) CHECK(statistics[k] == statistics[k + 6]);  // LayerNorm's mean and rstd, RMSNorm's rstds
     }
 }

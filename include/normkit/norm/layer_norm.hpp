@@ -22,6 +22,8 @@
 //   exactly (0 without β), dx = 0, and its dγ contribution is exactly 0
 //   (PyTorch #188372). n = 1 is such a row.
 // - output may be the same memory as input (in place); mean, rstd are optional.
+// - An output beyond the cache is written as rms_norm_forward writes it there:
+//   streaming stores, rows in pairs, the same bits as the one-row loop (tested).
 #pragma once
 
 #include "../core/dispatch.hpp"

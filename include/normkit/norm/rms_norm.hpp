@@ -23,6 +23,10 @@
 //   order, so any thread count gives the same bits.
 // - Degenerate rows: an all-zero row gives r = 1/√ε, y = 0, dx = r·g.
 // - output may be the same memory as input; rstd is optional.
+// - An output beyond the cache (larger than stream_above_bytes) is written with
+//   streaming stores, two rows at a time, the next two prefetched meanwhile
+//   (core::for_row_pairs): about 1.4× the one-row loop's speed there. Every
+//   row gets the bits the one-row loop gives it (tested).
 #pragma once
 
 #include "../core/dispatch.hpp"
