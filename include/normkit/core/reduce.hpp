@@ -44,9 +44,9 @@ inline compute_t<T> row_sum_of_squares(const T* x, index_type n) {
     })[0];
 }
 
-// Σx² of two rows of n elements at once, each exactly as row_sum_of_squares would sum it but
-// for how the compiler may contract; both rows are prefetched ahead (core/stream.hpp), so that a
-// sweep over memory keeps two streams of misses in flight. A row passed twice gets its own sum.
+// Σx² of two rows of n elements at once, each to the bits row_sum_of_squares gives it (the same
+// accumulators and order; square_rounded keeps contraction out); both rows are prefetched ahead
+// (core/stream.hpp), so that a sweep over memory keeps two streams of misses in flight.
 template <class T>
 inline std::array<compute_t<T>, 2> two_rows_sum_of_squares(const T* first, const T* second, index_type n) {
     using C = compute_t<T>;
