@@ -37,6 +37,16 @@ TEMPLATE_TEST_CASE("row reductions match long-double sums over every tail", "[co
         CHECK(std::abs(core::row_sum(x.view.data, n) - static_cast<double>(exact_sum(xs))) < scale * 4);
         CHECK(std::abs(core::row_sum_of_squares(x.view.data, n) - static_cast<double>(exact_sum(squares))) < scale * 8);
         CHECK(std::abs(core::row_dot(x.view.data, y.view.data, n) - static_cast<double>(exact_sum(products))) < scale * 8);
+        // The two-row sweeps give each row the bits of the one-row ones.
+        const auto pair = core::two_rows_sum_of_squares(x.view.data, y.view.data, n);
+        CHECK(pair[0] == core::row_sum_of_squares(x.view.data, n));
+        CHECK(pair[1] == core::row_sum_of_squares(y.view.data, n));
+        const auto moments = core::two_rows_moments(x.view.data, y.view.data, n);
+        for (int k = 0; k < 2; ++k) {
+            const auto single = core::row_moments(k == 0 ? x.view.data : y.view.data, n);
+            CHECK(moments[k].mean == single.mean);
+            CHECK(moments[k].variance == single.variance);
+        }
     }
 }
 

@@ -22,38 +22,35 @@
 
 namespace normkit::core {
 
-// v², rounded once like v * v, but as an fma with +0 that no compiler contracts with the sum it
-// is added to: GCC's default -ffp-contract=fast fuses v * v + s in some inlined copies of a sum and
-// not in others, and the paired sums below must give each row the bits of the single-row ones.
-template <class C>
-inline batch<C> square_rounded(const batch<C>& v) {
-    return xsimd::fma(v, v, batch<C>(C(0)));
-}
-
 template <class T>
 inline compute_t<T> row_sum(const T* x, index_type n) {
     using C = compute_t<T>;
     return sum_batches<1, C>(n, [&](index_type i, index_type count) { return std::array<batch<C>, 1>{load(x + i, count)}; })[0];
 }
 
+// Σx², each square added with one fma (accumulate_batches): kernels that sum the squares of a
+// row they hold in registers (fused add + RMSNorm) do the same, and get the same bits.
 template <class T>
 inline compute_t<T> row_sum_of_squares(const T* x, index_type n) {
     using C = compute_t<T>;
-    return sum_batches<1, C>(n, [&](index_type i, index_type count) {
-        return std::array<batch<C>, 1>{square_rounded(load(x + i, count))};
+    return accumulate_batches<1, C>(n, [&](index_type i, index_type count, std::array<batch<C>, 1>& sums) {
+        const auto v = load(x + i, count);
+        sums[0] = xsimd::fma(v, v, sums[0]);
     })[0];
 }
 
 // Σx² of two rows of n elements at once, each to the bits row_sum_of_squares gives it (the same
-// accumulators and order; square_rounded keeps contraction out); both rows are prefetched ahead
-// (core/stream.hpp), so that a sweep over memory keeps two streams of misses in flight.
+// accumulators and order); both rows are prefetched ahead (core/stream.hpp), so that a sweep over
+// memory keeps two streams of misses in flight.
 template <class T>
 inline std::array<compute_t<T>, 2> two_rows_sum_of_squares(const T* first, const T* second, index_type n) {
     using C = compute_t<T>;
-    return sum_batches<2, C>(n, [&](index_type i, index_type count) {
+    return accumulate_batches<2, C>(n, [&](index_type i, index_type count, std::array<batch<C>, 2>& sums) {
         prefetch_ahead(first + i);
         prefetch_ahead(second + i);
-        return std::array<batch<C>, 2>{square_rounded(load(first + i, count)), square_rounded(load(second + i, count))};
+        const auto v = load(first + i, count), w = load(second + i, count);
+        sums[0] = xsimd::fma(v, v, sums[0]);
+        sums[1] = xsimd::fma(w, w, sums[1]);
     });
 }
 
@@ -69,9 +66,10 @@ template <class T>
 inline std::array<compute_t<T>, 2> row_centered_sums(const T* x, index_type n, compute_t<T> center) {
     using C = compute_t<T>;
     const batch<C> c(center);
-    return sum_batches<2, C>(n, [&](index_type i, index_type count) {
+    return accumulate_batches<2, C>(n, [&](index_type i, index_type count, std::array<batch<C>, 2>& sums) {
         const auto d = keep_lanes(load(x + i, count) - c, count);
-        return std::array<batch<C>, 2>{d, square_rounded(d)};
+        sums[0] += d;
+        sums[1] = xsimd::fma(d, d, sums[1]);
     });
 }
 
@@ -114,12 +112,15 @@ inline std::array<moments<compute_t<T>>, 2> two_rows_moments(const T* first, con
     using C = compute_t<T>;
     const C first_center = to_compute(first[0]), second_center = to_compute(second[0]);
     const batch<C> c(first_center), e(second_center);
-    const auto sums = sum_batches<4, C>(n, [&](index_type i, index_type count) {
+    const auto sums = accumulate_batches<4, C>(n, [&](index_type i, index_type count, std::array<batch<C>, 4>& sums) {
         prefetch_ahead(first + i);
         prefetch_ahead(second + i);
         const auto d = keep_lanes(load(first + i, count) - c, count);
         const auto f = keep_lanes(load(second + i, count) - e, count);
-        return std::array<batch<C>, 4>{d, square_rounded(d), f, square_rounded(f)};
+        sums[0] += d;
+        sums[1] = xsimd::fma(d, d, sums[1]);
+        sums[2] += f;
+        sums[3] = xsimd::fma(f, f, sums[3]);
     });
     return {moments_after_first_sweep(first, n, first_center, {sums[0], sums[1]}),
             moments_after_first_sweep(second, n, second_center, {sums[2], sums[3]})};

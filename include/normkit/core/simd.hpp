@@ -334,39 +334,42 @@ inline void for_each_batch(index_type n, Body&& body) {
     if (offset < n) body(offset, n - offset);
 }
 
-// Sums K quantities over a row: term(offset, count) returns std::array<batch<C>, K>
-// whose lanes at and beyond `count` are zero. Four independent accumulator sets
-// hide the add latency and shorten the rounding chains (ORT #31973 measured the
-// accuracy gain); the combination order is fixed, so the result is reproducible.
-template <std::size_t K, class C, class Term>
-inline std::array<C, K> sum_batches(index_type n, Term&& term) {
+// Sums K quantities over a row: step(offset, count, sums) adds the batch at
+// offset into the K accumulators sums (a std::array<batch<C>, K>&), nothing from
+// lanes at and beyond `count`. Four independent accumulator sets hide the add
+// latency and shorten the rounding chains (ORT #31973 measured the accuracy
+// gain); the combination order is fixed, so the result is reproducible. A step
+// that adds a square as fma(v, v, sum) spends one instruction on it and rounds
+// once, and no compiler contracts it differently in different inlined copies.
+// Flattened: a step left as a call (GCC does that with four accumulator sets of
+// two rows) costs more than the step.
+template <std::size_t K, class C, class Step>
+[[gnu::flatten]] inline std::array<C, K> accumulate_batches(index_type n, Step&& step) {
     constexpr index_type lanes = width<C>;
     std::array<batch<C>, K> a0, a1, a2, a3;
     for (std::size_t k = 0; k < K; ++k) a0[k] = a1[k] = a2[k] = a3[k] = batch<C>(C(0));
     index_type offset = 0;
     for (; offset + 4 * lanes <= n; offset += 4 * lanes) {
-        const auto t0 = term(offset, lanes);
-        const auto t1 = term(offset + lanes, lanes);
-        const auto t2 = term(offset + 2 * lanes, lanes);
-        const auto t3 = term(offset + 3 * lanes, lanes);
-        for (std::size_t k = 0; k < K; ++k) {
-            a0[k] += t0[k];
-            a1[k] += t1[k];
-            a2[k] += t2[k];
-            a3[k] += t3[k];
-        }
+        step(offset, lanes, a0);
+        step(offset + lanes, lanes, a1);
+        step(offset + 2 * lanes, lanes, a2);
+        step(offset + 3 * lanes, lanes, a3);
     }
-    for (; offset + lanes <= n; offset += lanes) {
-        const auto t = term(offset, lanes);
-        for (std::size_t k = 0; k < K; ++k) a0[k] += t[k];
-    }
-    if (offset < n) {
-        const auto t = term(offset, n - offset);
-        for (std::size_t k = 0; k < K; ++k) a1[k] += t[k];
-    }
+    for (; offset + lanes <= n; offset += lanes) step(offset, lanes, a0);
+    if (offset < n) step(offset, n - offset, a1);
     std::array<C, K> sums;
     for (std::size_t k = 0; k < K; ++k) sums[k] = horizontal_sum((a0[k] + a1[k]) + (a2[k] + a3[k]));
     return sums;
+}
+
+// accumulate_batches for terms that are plain sums: term(offset, count) returns
+// std::array<batch<C>, K> whose lanes at and beyond `count` are zero.
+template <std::size_t K, class C, class Term>
+inline std::array<C, K> sum_batches(index_type n, Term&& term) {
+    return accumulate_batches<K, C>(n, [&](index_type offset, index_type count, std::array<batch<C>, K>& sums) {
+        const auto terms = term(offset, count);
+        for (std::size_t k = 0; k < K; ++k) sums[k] += terms[k];
+    });
 }
 
 // Zeroes the lanes at and beyond `count` (a no-op for full batches).

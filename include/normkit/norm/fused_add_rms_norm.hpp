@@ -57,10 +57,10 @@ void fused_add_rms_norm_forward(matrix_view<const T> x, matrix_view<T> residual,
                     T* stream = residual.row(row);
                     T* out = y.row(row);
                     // Σh² of h as stored: the same sums as row_sum_of_squares over the stored row.
-                    const C sum_of_squares = core::sum_batches<1, C>(n, [&](index_type i, index_type count) {
+                    const C sum_of_squares = core::accumulate_batches<1, C>(n, [&](index_type i, index_type count, std::array<batch<C>, 1>& sums) {
                         const auto h = core::round_to<T>(core::load(in + i, count) + core::load(stream + i, count));
                         core::store(stream + i, h, count);
-                        return std::array<batch<C>, 1>{h * h};
+                        sums[0] = xsimd::fma(h, h, sums[0]);
                     })[0];
                     const C r = C(1) / std::sqrt(sum_of_squares / static_cast<C>(n) + eps);
                     if (!saved_rstd.empty()) saved_rstd[row] = r;
