@@ -218,9 +218,9 @@ void scale_copy(const T* x, T* y, index_type rows, index_type n) {
     const bool streaming = static_cast<std::size_t>(rows * n) * sizeof(T) > core::default_stream_above_bytes;
     core::for_row_pairs(0, rows, [&](index_type row, index_type other, index_type, index_type) {
         const auto value = [&](int which, index_type i, index_type count) {
-            const T* in = x + (which == 0 ? row : other) * n + i;
-            core::prefetch_ahead(in);
-            return core::load(in, count) * scale;
+            const T* in = x + (which == 0 ? row : other) * n;
+            core::prefetch_ahead(in, i);
+            return core::load(in + i, count) * scale;
         };
         core::write_two_rows(y + row * n, y + other * n, n, streaming, value);
     });

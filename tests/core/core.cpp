@@ -151,6 +151,46 @@ TEST_CASE("bf16 vector stores, streaming or not, round every float as the scalar
     CHECK(mismatches == 0);
 }
 
+// write_row and write_two_rows, streaming, at every start within a streaming block (so that the
+// ordinary stores before the first aligned block take zero, one or two batches): each element gets
+// value's lane for it, bit for bit, and nothing outside the rows is written. The second row of a pair
+// starts at the same offset within a block as the first, at another one, or is the first row again.
+TEMPLATE_TEST_CASE("streaming row writes put every batch where it belongs", "[core][stream]", float, double, Eigen::bfloat16, Eigen::half) {
+    using C = core::compute_t<TestType>;
+    constexpr index_type block = static_cast<index_type>(core::stream_alignment<TestType> / sizeof(TestType));
+    const TestType fill = core::from_compute<TestType>(C(-7));
+    // Element i holds 1 + i mod 127 in the first row and its negative in the second: exact in every
+    // storage type, and a batch one place off shows.
+    const auto expected = [](int k, index_type i) { return static_cast<C>((k == 0 ? 1 : -1) * (1 + i % 127)); };
+    const auto value = [&](int k, index_type i, index_type count) {
+        alignas(64) C lanes[core::width<C>] = {};
+        for (index_type lane = 0; lane < count; ++lane) lanes[lane] = expected(k, i + lane);
+        return core::batch<C>::load_aligned(lanes);
+    };
+    for (index_type n : {index_type(1), index_type(17), index_type(31), index_type(95), index_type(1000)}) {
+        for (index_type start = 0; start < block + 1; start += std::max<index_type>(1, block / 5)) {
+            for (index_type other_start : {start, start + 1, index_type(-1)}) {
+                std::vector<TestType> storage(static_cast<std::size_t>(4 * (n + 2 * block) + 64), fill);
+                TestType* base = storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64 / sizeof(TestType);
+                TestType* first = base + start;
+                TestType* second = other_start < 0 ? first : base + 2 * (n + 2 * block) + other_start;
+                core::write_two_rows(first, second, n, true, value);
+                core::stream_fence();
+                std::size_t wrong = 0, outside = 0;
+                for (std::size_t j = 0; j < storage.size(); ++j) {
+                    const TestType* p = storage.data() + j;
+                    const int k = p >= first && p < first + n ? 0 : p >= second && p < second + n ? 1 : -1;
+                    if (k < 0) outside += core::to_compute(*p) != C(-7);
+                    else wrong += core::to_compute(*p) != expected(k, k == 0 ? p - first : p - second);
+                }
+                INFO("n " << n << ", start " << start << ", second row at " << other_start);
+                CHECK(wrong == 0);
+                CHECK(outside == 0);
+            }
+        }
+    }
+}
+
 TEST_CASE("parallel_for covers every index once; reduce_rows is independent of the thread count", "[core][parallel]") {
     for (index_type count : {index_type(0), index_type(1), index_type(7), index_type(1000)}) {
         for (int threads : {1, 2, 3, 8}) {

@@ -46,8 +46,8 @@ template <class T>
 inline std::array<compute_t<T>, 2> two_rows_sum_of_squares(const T* first, const T* second, index_type n) {
     using C = compute_t<T>;
     return accumulate_batches<2, C>(n, [&](index_type i, index_type count, std::array<batch<C>, 2>& sums) {
-        prefetch_ahead(first + i);
-        prefetch_ahead(second + i);
+        prefetch_ahead(first, i);
+        prefetch_ahead(second, i);
         const auto v = load(first + i, count), w = load(second + i, count);
         sums[0] = xsimd::fma(v, v, sums[0]);
         sums[1] = xsimd::fma(w, w, sums[1]);
@@ -113,8 +113,8 @@ inline std::array<moments<compute_t<T>>, 2> two_rows_moments(const T* first, con
     const C first_center = to_compute(first[0]), second_center = to_compute(second[0]);
     const batch<C> c(first_center), e(second_center);
     const auto sums = accumulate_batches<4, C>(n, [&](index_type i, index_type count, std::array<batch<C>, 4>& sums) {
-        prefetch_ahead(first + i);
-        prefetch_ahead(second + i);
+        prefetch_ahead(first, i);
+        prefetch_ahead(second, i);
         const auto d = keep_lanes(load(first + i, count) - c, count);
         const auto f = keep_lanes(load(second + i, count) - e, count);
         sums[0] += d;

@@ -132,6 +132,17 @@ inline __m256i bfloat16_bits_of(__m512 value) {
     const __m512i result = _mm512_mask_mov_epi32(rounded, nan, _mm512_set1_epi32(0x7fc0));
     return _mm512_maskz_cvtepi32_epi16(0xffff, result);
 }
+
+// Two batches' bf16 bits in one vector, low's first: one vcvtne2ps2bf16 when neither has a NaN or
+// subnormal lane.
+[[gnu::always_inline]] inline __m512i bfloat16_bits_of(__m512 low, __m512 high) {
+#if defined(__AVX512BF16__)
+    constexpr int nan_or_subnormal = 0x01 | 0x80 | 0x20;
+    if ((_mm512_fpclass_ps_mask(low, nan_or_subnormal) | _mm512_fpclass_ps_mask(high, nan_or_subnormal)) == 0)
+        return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(high, low));
+#endif
+    return _mm512_mask_broadcast_i64x4(_mm512_maskz_broadcast_i64x4(0x0f, bfloat16_bits_of(low)), 0xf0, bfloat16_bits_of(high));
+}
 #endif
 
 template <class B>

@@ -3,9 +3,9 @@
 // An output much larger than the last-level cache is evicted before anyone
 // reads it, yet an ordinary store first reads each line in (write-allocate):
 // three bytes of traffic for every two the kernel needs. Non-temporal stores
-// skip that read. They need vector-aligned addresses, so write_row begins
-// with a partial batch that brings the destination to alignment; the tail is
-// the usual partial batch. float, double and (with AVX or AVX-512) bf16 and
+// skip that read. They need aligned addresses, so write_row begins with
+// ordinary stores up to the first aligned block and ends with them after the
+// last. float, double and (with AVX or AVX-512) bf16 and
 // fp16 rows stream; every row when streaming is off is written with ordinary
 // stores. The values are element-wise, so where the batches begin changes no
 // bit of the result.
@@ -13,7 +13,9 @@
 
 #include "simd.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #if defined(__SSE2__)
 #include <immintrin.h>
@@ -27,9 +29,13 @@ namespace normkit::core {
 // memcpy of the same bytes, against 0.8× written through the cache.
 inline constexpr std::size_t default_stream_above_bytes = std::size_t(32) << 20;
 
-// float and double stream a whole vector; bf16 and fp16 half of one (32 or 16
-// bytes, so two consecutive batches fill a line in the write-combining
-// buffer), where the float batch is at least 256 bits wide.
+// float and double stream a whole vector per store. bf16 and fp16 stream two
+// batches narrowed into one vector (a whole 64-byte line with AVX-512, 32
+// bytes with AVX): a half-line store leaves the line to be completed in the
+// write-combining buffer. bf16 RMSNorm on 65536 × 4096, rows in pairs: 69–77
+// ms with half-line stores, 59–66 ms with whole lines (medians of 3, runs
+// minutes apart). 16-bit rows stream where the float batch is at least 256
+// bits wide.
 template <class T>
 inline constexpr bool can_stream_v =
 #if defined(__SSE2__)
@@ -38,61 +44,70 @@ inline constexpr bool can_stream_v =
     false;
 #endif
 
-// The alignment, in bytes, store_stream needs for a batch of T.
+// How many batches one streaming store takes.
 template <class T>
-inline constexpr std::uintptr_t stream_alignment = static_cast<std::uintptr_t>(width<compute_t<T>>) * sizeof(T);
+inline constexpr index_type stream_batches = sizeof(T) == 2 ? 2 : 1;
 
-// Stores a full batch at a stream_alignment-aligned address with a non-temporal store.
+// The alignment, in bytes, store_stream needs: the bytes one streaming store writes.
 template <class T>
-inline void store_stream(T* destination, const batch<compute_t<T>>& value) {
-    if constexpr (sizeof(T) == 2) {
+inline constexpr std::uintptr_t stream_alignment = static_cast<std::uintptr_t>(width<compute_t<T>> * stream_batches<T>) * sizeof(T);
+
+// Stores a full batch of float or double at a stream_alignment-aligned address with a non-temporal store.
+template <class T>
+[[gnu::always_inline]] inline void store_stream(T* destination, const batch<T>& value) {
+    static_assert(std::is_same_v<T, compute_t<T>>, "store_stream: one batch streams only for float and double");
 #if defined(__AVX512F__)
-        if constexpr (std::is_same_v<T, Eigen::bfloat16> && stream_alignment<T> == 32) {
-            _mm256_stream_si256(reinterpret_cast<__m256i*>(destination), detail::bfloat16_bits_of(value));
-            return;
-        }
-#endif
-        // Narrowed by store() as usual (the same bits), then moved from L1 with one streaming store.
-        alignas(32) std::uint16_t narrowed[width<float>];
-        store(reinterpret_cast<T*>(narrowed), value);
-#if defined(__AVX__)
-        if constexpr (stream_alignment<T> == 32) {
-            _mm256_stream_si256(reinterpret_cast<__m256i*>(destination), _mm256_load_si256(reinterpret_cast<const __m256i*>(narrowed)));
-            return;
-        }
-#endif
-#if defined(__SSE2__)
-        if constexpr (stream_alignment<T> == 16) {
-            _mm_stream_si128(reinterpret_cast<__m128i*>(destination), _mm_load_si128(reinterpret_cast<const __m128i*>(narrowed)));
-            return;
-        }
-#endif
-        store(destination, value);
+    if constexpr (sizeof(batch<T>) == 64) {
+        if constexpr (std::is_same_v<T, float>) _mm512_stream_ps(destination, value);
+        else _mm512_stream_pd(destination, value);
         return;
-    } else {
-#if defined(__AVX512F__)
-        if constexpr (sizeof(batch<T>) == 64) {
-            if constexpr (std::is_same_v<T, float>) _mm512_stream_ps(destination, value);
-            else _mm512_stream_pd(destination, value);
-            return;
-        }
+    }
 #endif
 #if defined(__AVX__)
-        if constexpr (sizeof(batch<T>) == 32) {
-            if constexpr (std::is_same_v<T, float>) _mm256_stream_ps(destination, value);
-            else _mm256_stream_pd(destination, value);
-            return;
-        }
+    if constexpr (sizeof(batch<T>) == 32) {
+        if constexpr (std::is_same_v<T, float>) _mm256_stream_ps(destination, value);
+        else _mm256_stream_pd(destination, value);
+        return;
+    }
 #endif
 #if defined(__SSE2__)
-        if constexpr (sizeof(batch<T>) == 16) {
-            if constexpr (std::is_same_v<T, float>) _mm_stream_ps(destination, value);
-            else _mm_stream_pd(destination, value);
-            return;
-        }
-#endif
-        value.store_aligned(destination);
+    if constexpr (sizeof(batch<T>) == 16) {
+        if constexpr (std::is_same_v<T, float>) _mm_stream_ps(destination, value);
+        else _mm_stream_pd(destination, value);
+        return;
     }
+#endif
+    value.store_aligned(destination);
+}
+
+// Stores two float batches, narrowed to bf16 or fp16, at a stream_alignment-aligned address with
+// one non-temporal store: low first, then high.
+template <class T>
+[[gnu::always_inline]] inline void store_stream(T* destination, const batch<float>& low, const batch<float>& high) {
+    static_assert(sizeof(T) == 2, "store_stream: two batches stream only for bf16 and fp16");
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, Eigen::bfloat16> && sizeof(batch<float>) == 64) {
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(destination), detail::bfloat16_bits_of(low, high));
+        return;
+    }
+#endif
+    // Narrowed by store() as usual (the same bits), then moved from L1 with one streaming store.
+    alignas(64) T narrowed[2 * width<float>];
+    store(narrowed, low);
+    store(narrowed + width<float>, high);
+#if defined(__AVX512F__)
+    if constexpr (stream_alignment<T> == 64) {
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(destination), _mm512_load_si512(narrowed));
+        return;
+    }
+#endif
+#if defined(__AVX__)
+    if constexpr (stream_alignment<T> == 32) {
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(destination), _mm256_load_si256(reinterpret_cast<const __m256i*>(narrowed)));
+        return;
+    }
+#endif
+    std::memcpy(static_cast<void*>(destination), narrowed, sizeof narrowed);
 }
 
 // Orders this thread's non-temporal stores before what follows (call once
@@ -103,25 +118,58 @@ inline void stream_fence() {
 #endif
 }
 
+namespace detail {
+
+// row[from, to) = value(i, count) with ordinary stores, a batch (or less) at a time.
+template <class T, class Value>
+[[gnu::always_inline]] inline void write_batches(T* row, index_type from, index_type to, Value&& value) {
+    constexpr index_type lanes = width<compute_t<T>>;
+    for (index_type i = from; i < to; i += lanes) {
+        const index_type count = std::min(lanes, to - i);
+        store(row + i, value(i, count), count);
+    }
+}
+
+// row[i, i + stream_batches · lanes) = value's batches there, with one streaming store.
+template <class T, class Value>
+[[gnu::always_inline]] inline void stream_batches_at(T* row, index_type i, Value&& value) {
+    constexpr index_type lanes = width<compute_t<T>>;
+    if constexpr (stream_batches<T> == 1) {
+        store_stream(row + i, value(i, lanes));
+    } else {
+        const auto low = value(i, lanes);
+        const auto high = value(i + lanes, lanes);
+        store_stream(row + i, low, high);
+    }
+}
+
+// How many elements of a row at `row` come before its first stream_alignment boundary.
+template <class T>
+inline index_type stream_head(const T* row, index_type n) {
+    constexpr std::uintptr_t alignment = stream_alignment<T>;
+    const auto address = reinterpret_cast<std::uintptr_t>(row);
+    return std::min<index_type>(n, static_cast<index_type>((alignment - address % alignment) % alignment / sizeof(T)));
+}
+
+}  // namespace detail
+
 // row[i, i + count) = value(i, count) for batches covering [0, n), streaming
-// the aligned full batches when `streaming` (see above).
+// the aligned full blocks when `streaming` (see above). Batches before the
+// first aligned block and after the last start where those end.
 template <class T, class Value>
 inline void write_row(T* row, index_type n, bool streaming, Value&& value) {
-    using C = compute_t<T>;
-    constexpr index_type lanes = width<C>;
     if constexpr (can_stream_v<T>) {
-        const auto address = reinterpret_cast<std::uintptr_t>(row);
-        if (streaming && address % sizeof(T) == 0) {
-            constexpr std::uintptr_t alignment = stream_alignment<T>;
-            const index_type head = std::min<index_type>(n, static_cast<index_type>((alignment - address % alignment) % alignment / sizeof(T)));
-            if (head > 0) store(row, value(index_type(0), head), head);
+        if (streaming && reinterpret_cast<std::uintptr_t>(row) % sizeof(T) == 0) {
+            constexpr index_type block = width<compute_t<T>> * stream_batches<T>;
+            const index_type head = detail::stream_head(row, n);
+            detail::write_batches(row, 0, head, value);
             index_type offset = head;
-            for (; offset + lanes <= n; offset += lanes) store_stream(row + offset, value(offset, lanes));
-            if (offset < n) store(row + offset, value(offset, n - offset), n - offset);
+            for (; offset + block <= n; offset += block) detail::stream_batches_at(row, offset, value);
+            detail::write_batches(row, offset, n, value);
             return;
         }
     }
-    for_each_batch<C>(n, [&](index_type offset, index_type count) { store(row + offset, value(offset, count), count); });
+    detail::write_batches(row, 0, n, value);
 }
 
 // write_row for two rows of n elements at once, their batches taken in turn:
@@ -129,45 +177,42 @@ inline void write_row(T* row, index_type n, bool streaming, Value&& value) {
 // thread's reads and writes then form two streams, and the cache keeps about
 // twice the misses in flight for two streams as for one (DyT forward, 4096 ×
 // 4096 fp32, with the inputs prefetched: from 0.95× its one-row bare tanh loop
-// to 1.4×). Rows whose
-// addresses differ modulo the streaming alignment are written one after the
-// other, and a row passed twice (for_row_pairs' row left over) once, with
-// value(0, ...). Every element gets the same value either way.
+// to 1.4×). Rows whose addresses differ modulo the streaming alignment are
+// written one after the other, and a row passed twice (for_row_pairs' row left
+// over) once, with value(0, ...). Every element gets the same value either way.
 template <class T, class Value>
 inline void write_two_rows(T* first, T* second, index_type n, bool streaming, Value&& value) {
-    using C = compute_t<T>;
-    constexpr index_type lanes = width<C>;
+    // Each row's batches by a copy of value: what a copy holds stays in registers across the stores,
+    // which could alias anything reached through a reference.
+    const auto of = [&value](int which) { return [value, which](index_type i, index_type count) { return value(which, i, count); }; };
     if (first == second) {
-        write_row(first, n, streaming, [&](index_type i, index_type count) { return value(0, i, count); });
+        write_row(first, n, streaming, of(0));
         return;
     }
     if constexpr (can_stream_v<T>) {
         constexpr std::uintptr_t alignment = stream_alignment<T>;
         const auto address = reinterpret_cast<std::uintptr_t>(first), other = reinterpret_cast<std::uintptr_t>(second);
         if (streaming && address % sizeof(T) == 0 && address % alignment != other % alignment) {
-            write_row(first, n, true, [&](index_type i, index_type count) { return value(0, i, count); });
-            write_row(second, n, true, [&](index_type i, index_type count) { return value(1, i, count); });
+            write_row(first, n, true, of(0));
+            write_row(second, n, true, of(1));
             return;
         }
         if (streaming && address % sizeof(T) == 0) {
-            const index_type head = std::min<index_type>(n, static_cast<index_type>((alignment - address % alignment) % alignment / sizeof(T)));
-            if (head > 0) {
-                store(first, value(0, index_type(0), head), head);
-                store(second, value(1, index_type(0), head), head);
-            }
+            constexpr index_type block = width<compute_t<T>> * stream_batches<T>;
+            const index_type head = detail::stream_head(first, n);
+            detail::write_batches(first, 0, head, of(0));
+            detail::write_batches(second, 0, head, of(1));
             index_type offset = head;
-            for (; offset + lanes <= n; offset += lanes) {
-                store_stream(first + offset, value(0, offset, lanes));
-                store_stream(second + offset, value(1, offset, lanes));
+            for (; offset + block <= n; offset += block) {
+                detail::stream_batches_at(first, offset, of(0));
+                detail::stream_batches_at(second, offset, of(1));
             }
-            if (offset < n) {
-                store(first + offset, value(0, offset, n - offset), n - offset);
-                store(second + offset, value(1, offset, n - offset), n - offset);
-            }
+            detail::write_batches(first, offset, n, of(0));
+            detail::write_batches(second, offset, n, of(1));
             return;
         }
     }
-    for_each_batch<C>(n, [&](index_type offset, index_type count) {
+    for_each_batch<compute_t<T>>(n, [&](index_type offset, index_type count) {
         store(first + offset, value(0, offset, count), count);
         store(second + offset, value(1, offset, count), count);
     });
@@ -194,13 +239,32 @@ inline void prefetch_ahead(const T* p) {
     prefetch(reinterpret_cast<const char*>(p) + prefetch_bytes);
 }
 
+// Whether a sweep whose batch of T is at element i asks for a line there: once every 64 bytes.
+// A 16-bit batch fills half a line, and asking twice costs a bf16 sweep over memory its share of
+// load slots and fill buffers. The lines asked for are 64 bytes apart, so every line is asked for
+// whatever the row's alignment.
+template <class T>
+inline bool asks_for_line(index_type i) {
+    constexpr index_type per_line = static_cast<index_type>(64 / sizeof(T));
+    if constexpr (width<compute_t<T>> >= per_line) return true;
+    else return i % per_line < width<compute_t<T>>;
+}
+
+// prefetch_ahead(row + i) once per line of a sweep over row (see asks_for_line).
+template <class T>
+inline void prefetch_ahead(const T* row, index_type i) {
+    if (asks_for_line<T>(i)) prefetch_ahead(row + i);
+}
+
 // value(which, i, count) for write_two_rows, asking first for the lines of the next pair's inputs
 // at the same offsets: they arrive while this pair is written.
 template <class T, class Value>
 inline auto prefetching_next(const T* next_first, const T* next_second, Value&& value) {
-    return [next_first, next_second, &value](int which, index_type i, index_type count) {
-        prefetch(next_first + i);
-        prefetch(next_second + i);
+    return [next_first, next_second, value](int which, index_type i, index_type count) {
+        if (which == 0 && asks_for_line<T>(i)) {
+            prefetch(next_first + i);
+            prefetch(next_second + i);
+        }
         return value(which, i, count);
     };
 }

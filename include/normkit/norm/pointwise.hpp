@@ -49,7 +49,7 @@ void pointwise_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<con
                 // differ between the copies of this body (streaming or not, one row or two),
                 // and with it the last bit.
                 const auto row_value = [&](const T* in, index_type i, index_type count) {
-                    core::prefetch_ahead(in + i);
+                    core::prefetch_ahead(in, i);
                     const auto value = function(core::load(in + i, count));
                     if constexpr (has_weight && has_bias)
                         return xsimd::fma(value, core::load(weight.data + i, count), core::load(bias.data + i, count));

@@ -84,11 +84,15 @@ void rms_norm_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<cons
     core::with_flags(
         [&](auto has_weight, auto llama, auto from_memory) {
             core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
-                const auto normalized = [&](const T* in, const batch<C>& scale, index_type i, index_type count) {
+                // Captured by value: the stores between two calls could alias anything reached through
+                // a reference, and every parameter pointer would be loaded again for each batch.
+                const T* w = weight.data;
+                const C* w_eff = effective_weight.data();
+                const auto normalized = [=](const T* in, const batch<C>& scale, index_type i, index_type count) {
                     auto value = core::load(in + i, count) * scale;
                     if constexpr (llama) value = core::round_to<T>(value);
-                    if constexpr (has_weight && from_memory) value *= core::load(effective_weight.data() + i, count);
-                    if constexpr (has_weight && !from_memory) value *= core::load(weight.data + i, count) + one;
+                    if constexpr (has_weight && from_memory) value *= core::load(w_eff + i, count);
+                    if constexpr (has_weight && !from_memory) value *= core::load(w + i, count) + one;
                     return value;
                 };
                 const auto rstd_of = [&](C sum_of_squares) { return C(1) / std::sqrt(sum_of_squares / static_cast<C>(n) + eps); };
@@ -113,7 +117,7 @@ void rms_norm_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<cons
                             saved_rstd[other] = other_r;
                         }
                         const batch<C> scale(r), other_scale(other_r);
-                        const auto value = [&](int which, index_type i, index_type count) {
+                        const auto value = [=](int which, index_type i, index_type count) {
                             return which == 0 ? normalized(in, scale, i, count) : normalized(other_in, other_scale, i, count);
                         };
                         core::write_two_rows(y.row(row), y.row(other), n, true, core::prefetching_next(x.row(next), x.row(next_other), value));
