@@ -93,10 +93,8 @@ std::pair<core::compute_t<T>, core::compute_t<T>> row_extremes(const T* x, index
             smallest = core::minimum(smallest, xsimd::select(inside, value, highest));
         }
     });
-    alignas(64) C large[batch<C>::size], small[batch<C>::size];
-    largest.store_aligned(large);
-    smallest.store_aligned(small);
-    return {*std::max_element(large, large + batch<C>::size), *std::min_element(small, small + batch<C>::size)};
+    // min(x) = −max(−x), exactly: negation rounds nothing.
+    return {core::horizontal_max(largest), -core::horizontal_max(-smallest)};
 }
 
 inline void require_labels(const vector_view<const index_type>& labels, index_type rows, index_type classes) {
