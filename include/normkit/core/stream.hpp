@@ -155,9 +155,12 @@ inline index_type stream_head(const T* row, index_type n) {
 
 // row[i, i + count) = value(i, count) for batches covering [0, n), streaming
 // the aligned full blocks when `streaming` (see above). Batches before the
-// first aligned block and after the last start where those end.
+// first aligned block and after the last start where those end. This and
+// write_two_rows are flattened: GCC otherwise left DyT's value (tanh and the
+// affine) as a call per batch, with its constants broadcast again in each,
+// and DyT forward on 4096 × 4096 fp32 took 21–26 ms instead of 9–13.
 template <class T, class Value>
-inline void write_row(T* row, index_type n, bool streaming, Value&& value) {
+[[gnu::flatten]] inline void write_row(T* row, index_type n, bool streaming, Value&& value) {
     if constexpr (can_stream_v<T>) {
         if (streaming && reinterpret_cast<std::uintptr_t>(row) % sizeof(T) == 0) {
             constexpr index_type block = width<compute_t<T>> * stream_batches<T>;
@@ -181,7 +184,7 @@ inline void write_row(T* row, index_type n, bool streaming, Value&& value) {
 // written one after the other, and a row passed twice (for_row_pairs' row left
 // over) once, with value(0, ...). Every element gets the same value either way.
 template <class T, class Value>
-inline void write_two_rows(T* first, T* second, index_type n, bool streaming, Value&& value) {
+[[gnu::flatten]] inline void write_two_rows(T* first, T* second, index_type n, bool streaming, Value&& value) {
     // Each row's batches by a copy of value: what a copy holds stays in registers across the stores,
     // which could alias anything reached through a reference.
     const auto of = [&value](int which) { return [value, which](index_type i, index_type count) { return value(which, i, count); }; };
