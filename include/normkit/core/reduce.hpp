@@ -39,19 +39,25 @@ inline compute_t<T> row_sum_of_squares(const T* x, index_type n) {
     })[0];
 }
 
-// Σx² of two rows of n elements at once, each to the bits row_sum_of_squares gives it (the same
-// accumulators and order); both rows are prefetched ahead (core/stream.hpp), so that a sweep over
-// memory keeps two streams of misses in flight.
+// The step of two_rows_sum_of_squares, for a batch_accumulator<2, C> (core/simd.hpp).
 template <class T>
-inline std::array<compute_t<T>, 2> two_rows_sum_of_squares(const T* first, const T* second, index_type n) {
+inline auto two_rows_squares_step(const T* first, const T* second) {
     using C = compute_t<T>;
-    return accumulate_batches<2, C>(n, [&](index_type i, index_type count, std::array<batch<C>, 2>& sums) {
+    return [first, second](index_type i, index_type count, std::array<batch<C>, 2>& sums) {
         prefetch_ahead(first, i);
         prefetch_ahead(second, i);
         const auto v = load(first + i, count), w = load(second + i, count);
         sums[0] = xsimd::fma(v, v, sums[0]);
         sums[1] = xsimd::fma(w, w, sums[1]);
-    });
+    };
+}
+
+// Σx² of two rows of n elements at once, each to the bits row_sum_of_squares gives it (the same
+// accumulators and order); both rows are prefetched ahead (core/stream.hpp), so that a sweep over
+// memory keeps two streams of misses in flight.
+template <class T>
+inline std::array<compute_t<T>, 2> two_rows_sum_of_squares(const T* first, const T* second, index_type n) {
+    return accumulate_batches<2, compute_t<T>>(n, two_rows_squares_step(first, second));
 }
 
 template <class T, class U>

@@ -352,25 +352,51 @@ inline void for_each_batch(index_type n, Body&& body) {
 // gain); the combination order is fixed, so the result is reproducible. A step
 // that adds a square as fma(v, v, sum) spends one instruction on it and rounds
 // once, and no compiler contracts it differently in different inlined copies.
+//
+// batch_accumulator is the same sum taken in pieces: groups of four batches up
+// to any point (add_groups), then the rest (finish), to the bits of one call.
+// A sweep that does other work between pieces (the streamed RMSNorm sums the
+// next pair of rows while it writes this one) uses it directly.
+template <std::size_t K, class C>
+struct batch_accumulator {
+    static constexpr index_type group = 4 * width<C>;
+    std::array<batch<C>, K> a0, a1, a2, a3;
+    index_type done = 0;  // the batches before this offset are summed
+
+    batch_accumulator() {
+        for (std::size_t k = 0; k < K; ++k) a0[k] = a1[k] = a2[k] = a3[k] = batch<C>(C(0));
+    }
+    // Sums the whole groups that end at or before `to`.
+    template <class Step>
+    [[gnu::always_inline]] void add_groups(index_type to, Step&& step) {
+        constexpr index_type lanes = width<C>;
+        for (; done + group <= to; done += group) {
+            step(done, lanes, a0);
+            step(done + lanes, lanes, a1);
+            step(done + 2 * lanes, lanes, a2);
+            step(done + 3 * lanes, lanes, a3);
+        }
+    }
+    // Sums the rest of a row of n and returns the K sums.
+    template <class Step>
+    [[gnu::always_inline]] std::array<C, K> finish(index_type n, Step&& step) {
+        constexpr index_type lanes = width<C>;
+        add_groups(n, step);
+        for (; done + lanes <= n; done += lanes) step(done, lanes, a0);
+        if (done < n) step(done, n - done, a1);
+        done = n;
+        std::array<C, K> sums;
+        for (std::size_t k = 0; k < K; ++k) sums[k] = horizontal_sum((a0[k] + a1[k]) + (a2[k] + a3[k]));
+        return sums;
+    }
+};
+
 // Flattened: a step left as a call (GCC does that with four accumulator sets of
 // two rows) costs more than the step.
 template <std::size_t K, class C, class Step>
 [[gnu::flatten]] inline std::array<C, K> accumulate_batches(index_type n, Step&& step) {
-    constexpr index_type lanes = width<C>;
-    std::array<batch<C>, K> a0, a1, a2, a3;
-    for (std::size_t k = 0; k < K; ++k) a0[k] = a1[k] = a2[k] = a3[k] = batch<C>(C(0));
-    index_type offset = 0;
-    for (; offset + 4 * lanes <= n; offset += 4 * lanes) {
-        step(offset, lanes, a0);
-        step(offset + lanes, lanes, a1);
-        step(offset + 2 * lanes, lanes, a2);
-        step(offset + 3 * lanes, lanes, a3);
-    }
-    for (; offset + lanes <= n; offset += lanes) step(offset, lanes, a0);
-    if (offset < n) step(offset, n - offset, a1);
-    std::array<C, K> sums;
-    for (std::size_t k = 0; k < K; ++k) sums[k] = horizontal_sum((a0[k] + a1[k]) + (a2[k] + a3[k]));
-    return sums;
+    batch_accumulator<K, C> sums;
+    return sums.finish(n, step);
 }
 
 // accumulate_batches for terms that are plain sums: term(offset, count) returns
