@@ -24,9 +24,10 @@
 // - Degenerate rows: an all-zero row gives r = 1/√ε, y = 0, dx = r·g.
 // - output may be the same memory as input; rstd is optional.
 // - An output beyond the cache (larger than stream_above_bytes) is written with
-//   streaming stores, two rows at a time, the next two prefetched meanwhile
-//   (core::for_row_pairs): about 1.4× the one-row loop's speed there. Every
-//   row gets the bits the one-row loop gives it (tested).
+//   streaming stores, two rows at a time, the next two read and their Σx²
+//   summed meanwhile (core::for_row_pairs, core::batch_accumulator): about
+//   1.4× the one-row loop's speed there, and bf16 4–9 % faster than with a Σx²
+//   sweep of its own. Every row gets the bits the one-row loop gives it (tested).
 #pragma once
 
 #include "../core/dispatch.hpp"
