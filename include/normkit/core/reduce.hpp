@@ -19,6 +19,7 @@
 #include "stream.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace normkit::core {
 
@@ -100,7 +101,9 @@ inline moments<compute_t<T>> moments_after_first_sweep(const T* x, index_type n,
         shift = sums[0] / count;
         spread = sums[1] / count;
     }
-    const C variance = std::max(spread - shift * shift, C(0));
+    // One fma: left as spread − shift·shift, GCC contracted it in some inlined copies and not in
+    // others, and fp16 LayerNorm rows streamed and not streamed got rstds a bit apart (tested).
+    const C variance = std::max(std::fma(-shift, shift, spread), C(0));
     return {center + shift, center, shift, variance};
 }
 
