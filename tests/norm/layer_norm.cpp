@@ -216,10 +216,14 @@ TEST_CASE("as_vector keeps the element type and constness of its argument", "[vi
 }
 
 TEMPLATE_TEST_CASE("streaming stores change no bit of layer_norm or rms_norm", "[layer_norm][rms_norm][stream]", float, double,
-                   Eigen::bfloat16) {
+                   Eigen::bfloat16, Eigen::half) {
     for (index_type n : tail_dims) {
-        const index_type rows = 5;  // two pairs and one row left over
-        test_matrix<TestType> x(rows, n, random_values(rows * n, 61, 1.0, 2.0), n % 5);
+        const index_type rows = 5;  // two pairs, (0, 3) and (1, 4), and row 2 left over
+        auto values = random_values(rows * n, 61, 1.0, 2.0);
+        // Rows 0 and 4 begin far from their mean, so LayerNorm takes its second sweep for them:
+        // in the pair summed on its own and in a pair summed while the one before was written.
+        values[0] = values[static_cast<std::size_t>(4 * n)] = 9.0;
+        test_matrix<TestType> x(rows, n, values, n % 5);
         const auto weight = to_storage<TestType>(random_values(n, 62)), bias = to_storage<TestType>(random_values(n, 63));
         std::vector<std::vector<TestType>> outputs;
         std::vector<std::vector<core::statistic_t<TestType>>> statistics;
@@ -262,5 +266,17 @@ TEMPLATE_TEST_CASE("streaming stores change no bit of layer_norm or rms_norm", "
         norm::rms_norm_forward(in_place.view, in_place.view, weight, rms);
         CHECK(std::memcmp(in_place.storage.data(), outputs[6].data(), outputs[6].size() * sizeof(TestType)) == 0);
         for (std::size_t k = 0; k < 6; ++k) CHECK(statistics[k] == statistics[k + 6]);  // LayerNorm's mean and rstd, RMSNorm's rstds
+        // Two blocks of rows, [0, 2) and [2, 5) (core::parallel_for): each sums its own first pair.
+        test_matrix<TestType> split(rows, n, n % 5);
+        std::vector<core::statistic_t<TestType>> mean(rows), rstd(rows);
+        layer.threads = 2;
+        norm::layer_norm_forward(x.view, split.view, weight, bias, layer, mean, rstd);
+        CHECK(std::memcmp(split.storage.data(), outputs[5].data(), outputs[5].size() * sizeof(TestType)) == 0);
+        CHECK(mean == statistics[6]);
+        CHECK(rstd == statistics[7]);
+        rms.threads = 2;
+        norm::rms_norm_forward(x.view, split.view, weight, rms, rstd);
+        CHECK(std::memcmp(split.storage.data(), outputs[6].data(), outputs[6].size() * sizeof(TestType)) == 0);
+        CHECK(rstd == statistics[8]);
     }
 }

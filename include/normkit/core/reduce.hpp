@@ -114,14 +114,14 @@ inline moments<compute_t<T>> row_moments(const T* x, index_type n) {
     return moments_after_first_sweep(x, n, center, row_centered_sums(x, n, center));
 }
 
-// row_moments of two rows, their first sweeps taken as one with both rows prefetched ahead (see
+// The step of two_rows_moments' first sweep, for a batch_accumulator<4, C>: Σd and Σd² of each
+// row, d = x − x₀ (the row's first element), both rows prefetched ahead (see
 // two_rows_sum_of_squares).
 template <class T>
-inline std::array<moments<compute_t<T>>, 2> two_rows_moments(const T* first, const T* second, index_type n) {
+inline auto two_rows_centered_step(const T* first, const T* second) {
     using C = compute_t<T>;
-    const C first_center = to_compute(first[0]), second_center = to_compute(second[0]);
-    const batch<C> c(first_center), e(second_center);
-    const auto sums = accumulate_batches<4, C>(n, [&](index_type i, index_type count, std::array<batch<C>, 4>& sums) {
+    const batch<C> c(to_compute(first[0])), e(to_compute(second[0]));
+    return [first, second, c, e](index_type i, index_type count, std::array<batch<C>, 4>& sums) {
         prefetch_ahead(first, i);
         prefetch_ahead(second, i);
         const auto d = keep_lanes(load(first + i, count) - c, count);
@@ -130,9 +130,21 @@ inline std::array<moments<compute_t<T>>, 2> two_rows_moments(const T* first, con
         sums[1] = xsimd::fma(d, d, sums[1]);
         sums[2] += f;
         sums[3] = xsimd::fma(f, f, sums[3]);
-    });
-    return {moments_after_first_sweep(first, n, first_center, {sums[0], sums[1]}),
-            moments_after_first_sweep(second, n, second_center, {sums[2], sums[3]})};
+    };
+}
+
+// The rest of two_rows_moments once two_rows_centered_step has summed the first sweep.
+template <class T>
+inline std::array<moments<compute_t<T>>, 2> two_rows_moments_after_first_sweep(const T* first, const T* second, index_type n,
+                                                                               const std::array<compute_t<T>, 4>& sums) {
+    return {moments_after_first_sweep(first, n, to_compute(first[0]), {sums[0], sums[1]}),
+            moments_after_first_sweep(second, n, to_compute(second[0]), {sums[2], sums[3]})};
+}
+
+// row_moments of two rows, their first sweeps taken as one, each to the bits row_moments gives it.
+template <class T>
+inline std::array<moments<compute_t<T>>, 2> two_rows_moments(const T* first, const T* second, index_type n) {
+    return two_rows_moments_after_first_sweep(first, second, n, accumulate_batches<4, compute_t<T>>(n, two_rows_centered_step(first, second)));
 }
 
 }  // namespace normkit::core

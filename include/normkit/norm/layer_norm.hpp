@@ -23,7 +23,8 @@
 //   (PyTorch #188372). n = 1 is such a row.
 // - output may be the same memory as input (in place); mean, rstd are optional.
 // - An output beyond the cache is written as rms_norm_forward writes it there:
-//   streaming stores, rows in pairs, the same bits as the one-row loop (tested).
+//   streaming stores, rows in pairs, the next pair's first sweep summed while
+//   this pair is written; the same bits as the one-row loop (tested).
 #pragma once
 
 #include "../core/dispatch.hpp"
@@ -84,14 +85,15 @@ void layer_norm_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<co
 
     core::with_flags(
         [&](auto has_weight, auto has_bias, auto from_memory) {
-            const auto weight_at = [&](index_type i, index_type count) {
-                if constexpr (from_memory && widen_parameters) return core::load(wide_weight.data() + i, count);
-                else return core::load(weight.data + i, count);
-            };
-            const auto bias_at = [&](index_type i, index_type count) {
-                if constexpr (from_memory && widen_parameters) return core::load(wide_bias.data() + i, count);
-                else return core::load(bias.data + i, count);
-            };
+            // γ and β as the loop reads them: widened once beyond the cache, else in storage.
+            const auto* gamma = [&] {
+                if constexpr (from_memory && widen_parameters) return static_cast<const C*>(wide_weight.data());
+                else return weight.data;
+            }();
+            const auto* beta = [&] {
+                if constexpr (from_memory && widen_parameters) return static_cast<const C*>(wide_bias.data());
+                else return bias.data;
+            }();
             core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
                 // x − μ is formed as (x − c) − δ: exact in the first step for |μ| ≫ σ.
                 struct row_affine {
@@ -103,38 +105,43 @@ void layer_norm_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<co
                     if (!saved_rstd.empty()) saved_rstd[row] = r;
                     return row_affine{batch<C>(m.center), batch<C>(m.shift), batch<C>(r)};
                 };
-                const auto normalized = [&](const T* in, const row_affine& a, index_type i, index_type count) {
+                // Captured by value: what a reference reaches could be stored to by the streaming
+                // stores between two calls, and would be loaded again for each batch.
+                const auto normalized = [=](const T* in, const row_affine& affine, index_type i, index_type count) {
                     // The affine step is an explicit fma, so no batch boundary can change how
                     // the compiler contracts it (core::write_row may shift them).
-                    const auto xhat = ((core::load(in + i, count) - a.center) - a.shift) * a.scale;
+                    const auto xhat = ((core::load(in + i, count) - affine.center) - affine.shift) * affine.scale;
                     if constexpr (has_weight && has_bias)
-                        return xsimd::fma(xhat, weight_at(i, count), bias_at(i, count));
+                        return xsimd::fma(xhat, core::load(gamma + i, count), core::load(beta + i, count));
                     else if constexpr (has_weight)
-                        return xhat * weight_at(i, count);
+                        return xhat * core::load(gamma + i, count);
                     else if constexpr (has_bias)
-                        return xhat + bias_at(i, count);
+                        return xhat + core::load(beta + i, count);
                     else
                         return xhat;
                 };
                 if constexpr (!from_memory) {
                     for (index_type row = begin; row < end; ++row) {
                         const T* in = x.row(row);
-                        const row_affine a = affine_of(row, core::row_moments(in, n));
-                        core::write_row(y.row(row), n, false, [&](index_type i, index_type count) { return normalized(in, a, i, count); });
+                        const row_affine affine = affine_of(row, core::row_moments(in, n));
+                        core::write_row(y.row(row), n, false, [&](index_type i, index_type count) { return normalized(in, affine, i, count); });
                     }
                 } else {
-                    // Beyond the cache, two rows at a time, as in rms_norm_forward.
-                    core::for_row_pairs(begin, end, [&](index_type row, index_type other, index_type next, index_type next_other) {
-                        const T* in = x.row(row);
-                        const T* other_in = x.row(other);
-                        const auto m = core::two_rows_moments(in, other_in, n);
-                        const row_affine a = affine_of(row, m[0]), b = affine_of(other, m[1]);
-                        const auto value = [&](int which, index_type i, index_type count) {
-                            return which == 0 ? normalized(in, a, i, count) : normalized(other_in, b, i, count);
-                        };
-                        core::write_two_rows(y.row(row), y.row(other), n, true, core::prefetching_next(x.row(next), x.row(next_other), value));
-                    });
-                    core::stream_fence();
+                    // Beyond the cache, two rows at a time, the next pair's first sweep summed while
+                    // this pair is written (core::stream_row_pairs, as in rms_norm_forward). A row
+                    // whose first element is far from its mean takes its second sweep when its
+                    // pair comes to be written, from the cache.
+                    core::stream_row_pairs<4, C>(
+                        y, begin, end, [&](index_type row, index_type other) { return core::two_rows_centered_step(x.row(row), x.row(other)); },
+                        [&](index_type row, index_type other, const std::array<C, 4>& sums) {
+                            const T* in = x.row(row);
+                            const T* other_in = x.row(other);
+                            const auto m = core::two_rows_moments_after_first_sweep(in, other_in, n, sums);
+                            const row_affine affine = affine_of(row, m[0]), other_affine = affine_of(other, m[1]);
+                            return [=](int which, index_type i, index_type count) {
+                                return which == 0 ? normalized(in, affine, i, count) : normalized(other_in, other_affine, i, count);
+                            };
+                        });
                 }
             });
         },
