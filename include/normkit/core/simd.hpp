@@ -138,7 +138,8 @@ inline __m256i bfloat16_bits_of(__m512 value) {
 [[gnu::always_inline]] inline __m512i bfloat16_bits_of(__m512 low, __m512 high) {
 #if defined(__AVX512BF16__)
     constexpr int nan_or_subnormal = 0x01 | 0x80 | 0x20;
-    if ((_mm512_fpclass_ps_mask(low, nan_or_subnormal) | _mm512_fpclass_ps_mask(high, nan_or_subnormal)) == 0)
+    // kortest tests both masks in the mask registers: no moves to general registers.
+    if (_kortestz_mask16_u8(_mm512_fpclass_ps_mask(low, nan_or_subnormal), _mm512_fpclass_ps_mask(high, nan_or_subnormal)))
         return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(high, low));
 #endif
     return _mm512_mask_broadcast_i64x4(_mm512_maskz_broadcast_i64x4(0x0f, bfloat16_bits_of(low)), 0xf0, bfloat16_bits_of(high));

@@ -251,7 +251,7 @@ template <class T>
 inline bool asks_for_line(index_type i) {
     constexpr index_type per_line = static_cast<index_type>(64 / sizeof(T));
     if constexpr (width<compute_t<T>> >= per_line) return true;
-    else return i % per_line < width<compute_t<T>>;
+    else return static_cast<std::size_t>(i) % per_line < static_cast<std::size_t>(width<compute_t<T>>);  // i ≥ 0: a mask, no sign fix-up
 }
 
 // prefetch_ahead(row + i) once per line of a sweep over row (see asks_for_line).
