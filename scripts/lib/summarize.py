@@ -49,5 +49,35 @@ def main(path):
         print("| " + " | ".join(cells) + " |")
 
 
+def alternated_rows(path):
+    """The cases that alternate fp32 and bf16 calls: (operation, shape, fp32 ms, bf16 ms, rate ratio)."""
+    with open(path) as handle:
+        report = json.load(handle)
+    rows = []
+    for case in report["benchmarks"]:
+        if "rate_ratio" not in case:
+            continue
+        if case.get("run_type") == "aggregate" and case.get("aggregate_name") != "median":
+            continue
+        operation, shape = case["run_name" if "run_name" in case else "name"].split("/")[:2]
+        rows.append((operation, shape, case["fp32_ms"], case["bf16_ms"], case["rate_ratio"]))
+    return rows
+
+
+def print_alternated(path):
+    rows = alternated_rows(path)
+    if not rows:
+        return
+    print()
+    print("bf16 against fp32, the two calls alternated in each iteration (medians over the iterations):")
+    print()
+    print("| operation | shape | fp32 ms | bf16 ms | bf16 ÷ fp32 element rate |")
+    print("|---|---|---|---|---|")
+    for operation, shape, fp32, bf16, ratio in rows:
+        print(f"| {operation} | {shape} | {fp32:.1f} | {bf16:.1f} | {ratio:.2f}× |")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "build/bench/results.json")
+    path = sys.argv[1] if len(sys.argv) > 1 else "build/bench/results.json"
+    main(path)
+    print_alternated(path)
