@@ -356,7 +356,7 @@ inline void for_each_batch(index_type n, Body&& body) {
 //
 // batch_accumulator is the same sum taken in pieces: groups of four batches up
 // to any point (add_groups), then the rest (finish), to the bits of one call.
-// A sweep that does other work between pieces (the streamed RMSNorm sums the
+// A sweep that does other work between pieces (core::stream_row_pairs sums the
 // next pair of rows while it writes this one) uses it directly.
 template <std::size_t K, class C>
 struct batch_accumulator {
