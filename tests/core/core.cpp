@@ -191,6 +191,28 @@ TEMPLATE_TEST_CASE("streaming row writes put every batch where it belongs", "[co
     }
 }
 
+// streamed_parameter puts its element at the output row's stream_head on a batch boundary, for
+// every start of the row within a streaming block, and holds n values; absent, it has no data.
+TEMPLATE_TEST_CASE("streamed_parameter lines its batches up with the output's streaming blocks", "[core][stream]", float, double,
+                   Eigen::bfloat16, Eigen::half) {
+    using C = core::compute_t<TestType>;
+    constexpr index_type block = static_cast<index_type>(core::stream_alignment<TestType> / sizeof(TestType));
+    CHECK(core::streamed_parameter<C>().data() == nullptr);
+    std::vector<TestType> rows(static_cast<std::size_t>(2 * block + 2000 + 64));
+    TestType* base = rows.data() + (64 - reinterpret_cast<std::uintptr_t>(rows.data()) % 64) % 64 / sizeof(TestType);
+    for (index_type n : {index_type(1), index_type(17), index_type(95), index_type(1000)}) {
+        for (index_type start = 0; start < block; ++start) {
+            const TestType* row = base + start;
+            core::streamed_parameter<C> parameter(n, row);
+            const index_type head = core::detail::stream_head(row, n);
+            INFO("n " << n << ", start " << start << ", head " << head);
+            if (head < n) CHECK(reinterpret_cast<std::uintptr_t>(parameter.data() + head) % sizeof(core::batch<C>) == 0);
+            for (index_type i = 0; i < n; ++i) parameter.data()[i] = static_cast<C>(i);  // room for n: the sanitizer run checks
+            CHECK(parameter.data()[n - 1] == static_cast<C>(n - 1));
+        }
+    }
+}
+
 TEST_CASE("parallel_for covers every index once; reduce_rows is independent of the thread count", "[core][parallel]") {
     for (index_type count : {index_type(0), index_type(1), index_type(7), index_type(1000)}) {
         for (int threads : {1, 2, 3, 8}) {
