@@ -72,12 +72,13 @@ void layer_norm_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<co
     const bool streaming = static_cast<std::size_t>(x.rows * n) * sizeof(T) > options.stream_above_bytes;
     // Beyond the cache, 16-bit γ and β are widened once rather than for every row (see rms_norm.hpp).
     constexpr bool widen_parameters = !std::is_same_v<T, C>;
-    std::vector<C> wide_weight, wide_bias;
+    core::streamed_parameter<C> wide_weight, wide_bias;
     if (streaming && widen_parameters) {
-        const auto widen = [n](const T* parameter, std::vector<C>& wide) {
+        const auto widen = [&](const T* parameter, core::streamed_parameter<C>& wide) {
             if (parameter == nullptr) return;
-            wide.resize(static_cast<std::size_t>(n));
-            core::for_each_batch<C>(n, [&](index_type i, index_type count) { core::store(wide.data() + i, core::load(parameter + i, count), count); });
+            wide = core::streamed_parameter<C>(n, y.row(0));
+            C* widened = wide.data();
+            core::for_each_batch<C>(n, [&](index_type i, index_type count) { core::store(widened + i, core::load(parameter + i, count), count); });
         };
         widen(weight.data, wide_weight);
         widen(bias.data, wide_bias);

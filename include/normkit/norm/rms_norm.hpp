@@ -74,12 +74,11 @@ void rms_norm_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<cons
     const bool streaming = static_cast<std::size_t>(x.rows * n) * sizeof(T) > options.stream_above_bytes;
     // Beyond the cache, w_eff is formed once in the compute type: a 16-bit weight would otherwise
     // be widened (and offset) again for every row, about a tenth of a bf16 row's time there.
-    std::vector<C> effective_weight;
+    core::streamed_parameter<C> effective_weight;
     if (streaming && !weight.empty()) {
-        effective_weight.resize(static_cast<std::size_t>(n));
-        core::for_each_batch<C>(n, [&](index_type i, index_type count) {
-            core::store(effective_weight.data() + i, core::load(weight.data + i, count) + one, count);
-        });
+        effective_weight = core::streamed_parameter<C>(n, y.row(0));
+        C* formed = effective_weight.data();
+        core::for_each_batch<C>(n, [&](index_type i, index_type count) { core::store(formed + i, core::load(weight.data + i, count) + one, count); });
     }
 
     core::with_flags(
