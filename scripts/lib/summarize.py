@@ -50,7 +50,7 @@ def main(path):
 
 
 def alternated_rows(path):
-    """The cases that alternate fp32 and bf16 calls: (operation, shape, fp32 ms, bf16 ms, rate ratio)."""
+    """The cases that alternate fp32 and bf16 calls: (operation, shape, layout, fp32 ms, bf16 ms, rate ratio)."""
     with open(path) as handle:
         report = json.load(handle)
     rows = []
@@ -59,8 +59,9 @@ def alternated_rows(path):
             continue
         if case.get("run_type") == "aggregate" and case.get("aggregate_name") != "median":
             continue
-        operation, shape = case["run_name" if "run_name" in case else "name"].split("/")[:2]
-        rows.append((operation, shape, case["fp32_ms"], case["bf16_ms"], case["rate_ratio"]))
+        operation, shape, implementation = case["run_name" if "run_name" in case else "name"].split("/")[:3]
+        layout = "rows off the cache line" if implementation.endswith("_off_line") else "rows on the cache line"
+        rows.append((operation, shape, layout, case["fp32_ms"], case["bf16_ms"], case["rate_ratio"]))
     return rows
 
 
@@ -71,10 +72,10 @@ def print_alternated(path):
     print()
     print("bf16 against fp32, the two calls alternated in each iteration (medians over the iterations):")
     print()
-    print("| operation | shape | fp32 ms | bf16 ms | bf16 ÷ fp32 element rate |")
-    print("|---|---|---|---|---|")
-    for operation, shape, fp32, bf16, ratio in rows:
-        print(f"| {operation} | {shape} | {fp32:.1f} | {bf16:.1f} | {ratio:.2f}× |")
+    print("| operation | shape | layout | fp32 ms | bf16 ms | bf16 ÷ fp32 element rate |")
+    print("|---|---|---|---|---|---|")
+    for operation, shape, layout, fp32, bf16, ratio in rows:
+        print(f"| {operation} | {shape} | {layout} | {fp32:.1f} | {bf16:.1f} | {ratio:.2f}× |")
 
 
 if __name__ == "__main__":
