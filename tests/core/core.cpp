@@ -204,7 +204,8 @@ TEMPLATE_TEST_CASE("streamed_parameter lines its batches up with the output's st
         for (index_type start = 0; start < block; ++start) {
             const TestType* row = base + start;
             core::streamed_parameter<C> parameter(n, row);
-            const index_type head = core::detail::stream_head(row, n);
+            // Rows that cannot stream (16-bit on a baseline below 256-bit) are written from element 0.
+            const index_type head = core::can_stream_v<TestType> ? core::detail::stream_head(row, n) : 0;
             INFO("n " << n << ", start " << start << ", head " << head);
             if (head < n) CHECK(reinterpret_cast<std::uintptr_t>(parameter.data() + head) % sizeof(core::batch<C>) == 0);
             for (index_type i = 0; i < n; ++i) parameter.data()[i] = static_cast<C>(i);  // room for n: the sanitizer run checks

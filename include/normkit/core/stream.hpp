@@ -189,7 +189,9 @@ public:
     template <class T>
     streamed_parameter(index_type n, const T* output_row) : storage_(static_cast<std::size_t>(n + width<C>)) {
         constexpr std::uintptr_t alignment = sizeof(batch<C>);
-        const auto address = reinterpret_cast<std::uintptr_t>(storage_.data() + detail::stream_head(output_row, n));
+        // A row that cannot stream (16-bit rows without 256-bit float batches) is written from element 0.
+        const index_type head = can_stream_v<T> ? detail::stream_head(output_row, n) : 0;
+        const auto address = reinterpret_cast<std::uintptr_t>(storage_.data() + head);
         start_ = static_cast<index_type>((alignment - address % alignment) % alignment / sizeof(C));
     }
     C* data() { return storage_.data() + start_; }
