@@ -50,7 +50,7 @@ def main(path):
 
 
 def alternated_rows(path):
-    """The cases that alternate fp32 and bf16 calls: (operation, shape, layout, fp32 ms, bf16 ms, rate ratio)."""
+    """The cases that alternate fp32 and bf16 calls: (operation, shape, layout, fp32 ms, bf16 ms, rate ratio, memcpy ratio)."""
     with open(path) as handle:
         report = json.load(handle)
     rows = []
@@ -60,8 +60,13 @@ def alternated_rows(path):
         if case.get("run_type") == "aggregate" and case.get("aggregate_name") != "median":
             continue
         operation, shape, implementation = case["run_name" if "run_name" in case else "name"].split("/")[:3]
-        layout = "rows off the cache line" if implementation.endswith("_off_line") else "rows on the cache line"
-        rows.append((operation, shape, layout, case["fp32_ms"], case["bf16_ms"], case["rate_ratio"]))
+        if implementation.endswith("_off_line"):
+            layout = "rows off the cache line"
+        elif implementation.endswith("_huge_pages"):
+            layout = f"rows on the cache line, 2 MiB pages ({case.get('huge_page_gib', 0):.1f} GiB granted)"
+        else:
+            layout = "rows on the cache line"
+        rows.append((operation, shape, layout, case["fp32_ms"], case["bf16_ms"], case["rate_ratio"], case.get("memcpy_ratio")))
     return rows
 
 
@@ -72,10 +77,11 @@ def print_alternated(path):
     print()
     print("bf16 against fp32, the two calls alternated in each iteration (medians over the iterations):")
     print()
-    print("| operation | shape | layout | fp32 ms | bf16 ms | bf16 ÷ fp32 element rate |")
-    print("|---|---|---|---|---|---|")
-    for operation, shape, layout, fp32, bf16, ratio in rows:
-        print(f"| {operation} | {shape} | {layout} | {fp32:.1f} | {bf16:.1f} | {ratio:.2f}× |")
+    print("| operation | shape | layout | fp32 ms | bf16 ms | bf16 ÷ fp32 element rate | memcpy's own ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for operation, shape, layout, fp32, bf16, ratio, copy_ratio in rows:
+        copy_cell = f"{copy_ratio:.2f}×" if copy_ratio is not None else "–"
+        print(f"| {operation} | {shape} | {layout} | {fp32:.1f} | {bf16:.1f} | {ratio:.2f}× | {copy_cell} |")
 
 
 if __name__ == "__main__":
