@@ -332,6 +332,15 @@ inline void for_row_pairs(index_type begin, index_type end, Body&& body) {
 // of 16 batches, the first longer by the output's alignment head so that every later piece starts
 // on a streaming block; before each piece the next pair's sums are taken up to the piece's end by
 // a batch_accumulator, to the bits of one accumulate_batches call.
+//
+// Every other pair is written last piece first (the sums still run first to last, for their bits).
+// Between summing a pair's x and reading it again to write it, the core reads the next pair's x
+// and every column's parameters (LayerNorm's widened γ and β): at 4096 bf16 columns 64 KiB, more
+// than a 48 KiB L1. Written in the order they were summed, every line is the same distance back
+// and all miss together; with the direction alternating, the distances spread from nothing to two
+// pairs, and the near ones hit. On 2 MiB pages (65536 × 4096, builds alternated, bf16 time ÷
+// memcpy of its bytes, mean of 4–5 runs): bf16 LayerNorm 1.17 against 1.23, bf16 RMSNorm 1.06
+// against 1.13; fp32's no different (1.07 against 1.08). The bits are the same either way.
 //   step_of(row, other)         the batch_accumulator<K, C> step over the inputs of the two rows
 //   value_of(row, other, sums)  write_two_rows' value for the pair, given its K sums
 // The range's first pair is summed on its own, and its last (its own next) sums nothing ahead.
@@ -351,17 +360,29 @@ template <std::size_t K, class C, class T, class StepOf, class ValueOf>
         batch_accumulator<K, C> next_sums;
         T* first = y.row(row);
         T* second = y.row(other);
-        // Asked for as the pair begins, so the rows' last lines are in the cache when the last
-        // piece is written; write_two_rows asks again for that piece, from the cache by then.
-        detail::prefetch_unstreamed_end(first, n);
-        detail::prefetch_unstreamed_end(second, n);
+        const bool backward = (row - begin) % 2 == 1;
+        // The rows' last lines, asked for well before their piece is written (write_two_rows asks
+        // again for that piece, from the cache by then): a pair written first to last asks for its
+        // own as it begins, and for the next pair's, which that pair writes first.
+        if (!backward) {
+            detail::prefetch_unstreamed_end(first, n);
+            detail::prefetch_unstreamed_end(second, n);
+            if (ahead) {
+                detail::prefetch_unstreamed_end(y.row(next), n);
+                detail::prefetch_unstreamed_end(y.row(next_other), n);
+            }
+        }
         const index_type head = detail::stream_head(first, n);
-        for (index_type offset = 0; offset < n;) {
-            const index_type count = std::min(n - offset, offset == 0 ? head + piece : piece);
-            if (ahead) next_sums.add_groups(offset + count, next_step);
-            write_two_rows(first + offset, second + offset, count, true,
+        const index_type first_end = std::min(n, head + piece);
+        const index_type pieces = first_end == n ? 1 : 1 + (n - first_end + piece - 1) / piece;
+        const auto start_of = [&](index_type k) { return k == 0 ? index_type(0) : first_end + (k - 1) * piece; };
+        const auto end_of = [&](index_type k) { return k == 0 ? first_end : std::min(n, first_end + k * piece); };
+        for (index_type k = 0; k < pieces; ++k) {
+            if (ahead) next_sums.add_groups(end_of(k), next_step);  // forward always: the sums' bits
+            const index_type written = backward ? pieces - 1 - k : k;
+            const index_type offset = start_of(written);
+            write_two_rows(first + offset, second + offset, end_of(written) - offset, true,
                            [value, offset](int which, index_type i, index_type c) { return value(which, offset + i, c); });
-            offset += count;
         }
         if (ahead) sums = next_sums.finish(n, next_step);
     });
