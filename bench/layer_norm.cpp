@@ -284,7 +284,7 @@ void register_bfloat16_forward(shape s) {
 //
 // Each iteration also copies the fp32 and the bf16 bytes with memcpy, x into y: memcpy_ratio, the
 // ratio memcpy itself reaches between the two sizes, is the control. On this project's VM, with
-// 4 KiB pages, it was 2.7–3.5 in three runs of these cases (2 GiB of fp32 buffers pay for page
+// 4 KiB pages, it was 2.1–3.5 in seven runs of these cases (2 GiB of fp32 buffers pay for page
 // walks that 1 GiB of bf16 pays for much less), and the kernels' ratio rose with it: a property of
 // the pages, not of the kernels.
 //
