@@ -81,7 +81,7 @@ inline std::array<compute_t<T>, 2> row_centered_sums(const T* x, index_type n, c
 }
 
 template <class C>
-struct moments {
+struct centered_moments {
     C mean;      // μ = center + shift
     C center;    // the pass-1 estimate c; x − c is exact for |μ| ≫ σ
     C shift;     // δ = mean(x − c)
@@ -90,7 +90,7 @@ struct moments {
 
 // The rest of row_moments once its first sweep has summed x − center (center = x₀).
 template <class T>
-inline moments<compute_t<T>> moments_after_first_sweep(const T* x, index_type n, compute_t<T> center, std::array<compute_t<T>, 2> sums) {
+inline centered_moments<compute_t<T>> moments_after_first_sweep(const T* x, index_type n, compute_t<T> center, std::array<compute_t<T>, 2> sums) {
     using C = compute_t<T>;
     const C count = static_cast<C>(n);
     C shift = sums[0] / count;
@@ -109,7 +109,7 @@ inline moments<compute_t<T>> moments_after_first_sweep(const T* x, index_type n,
 
 // Mean and biased variance of a row (n ≥ 1), as described above.
 template <class T>
-inline moments<compute_t<T>> row_moments(const T* x, index_type n) {
+inline centered_moments<compute_t<T>> row_moments(const T* x, index_type n) {
     const compute_t<T> center = to_compute(x[0]);
     return moments_after_first_sweep(x, n, center, row_centered_sums(x, n, center));
 }
@@ -135,7 +135,7 @@ inline auto two_rows_centered_step(const T* first, const T* second) {
 
 // The rest of two_rows_moments once two_rows_centered_step has summed the first sweep.
 template <class T>
-inline std::array<moments<compute_t<T>>, 2> two_rows_moments_after_first_sweep(const T* first, const T* second, index_type n,
+inline std::array<centered_moments<compute_t<T>>, 2> two_rows_moments_after_first_sweep(const T* first, const T* second, index_type n,
                                                                                const std::array<compute_t<T>, 4>& sums) {
     return {moments_after_first_sweep(first, n, to_compute(first[0]), {sums[0], sums[1]}),
             moments_after_first_sweep(second, n, to_compute(second[0]), {sums[2], sums[3]})};
@@ -143,7 +143,7 @@ inline std::array<moments<compute_t<T>>, 2> two_rows_moments_after_first_sweep(c
 
 // row_moments of two rows, their first sweeps taken as one, each to the bits row_moments gives it.
 template <class T>
-inline std::array<moments<compute_t<T>>, 2> two_rows_moments(const T* first, const T* second, index_type n) {
+inline std::array<centered_moments<compute_t<T>>, 2> two_rows_moments(const T* first, const T* second, index_type n) {
     return two_rows_moments_after_first_sweep(first, second, n, accumulate_batches<4, compute_t<T>>(n, two_rows_centered_step(first, second)));
 }
 

@@ -11,6 +11,7 @@
 // bit of the result.
 #pragma once
 
+#include "execution.hpp"
 #include "simd.hpp"
 #include "view.hpp"
 
@@ -25,11 +26,9 @@
 
 namespace normkit::core {
 
-// Kernels stream their output when it is larger than this (32 MiB): beyond
-// the share of the last-level cache one core can count on. On the 2-core
-// machine of the README's numbers, a 64 MiB output streamed runs at 1.0–1.3×
-// memcpy of the same bytes, against 0.8× written through the cache.
-inline constexpr std::size_t default_stream_above_bytes = std::size_t(32) << 20;
+// Kernels stream their output when it is larger than stream_above_bytes
+// (core/execution.hpp).
+inline constexpr std::size_t default_stream_above_bytes = normkit::default_stream_above_bytes;
 
 // float and double stream a whole vector per store. bf16 and fp16 stream two
 // batches narrowed into one vector (a whole 64-byte line with AVX-512, 32

@@ -18,6 +18,11 @@ namespace normkit {
 
 using index_type = std::ptrdiff_t;
 
+// The type of the saved statistics (mean, rstd) and the parameter gradients of
+// storage type T: float, or double for double storage.
+template <class T>
+using statistic_t = std::conditional_t<std::is_same_v<std::remove_const_t<T>, double>, double, float>;
+
 namespace core {
 
 template <class T>
@@ -25,12 +30,12 @@ inline constexpr bool is_storage_v =
     std::is_same_v<T, float> || std::is_same_v<T, double> ||
     std::is_same_v<T, Eigen::bfloat16> || std::is_same_v<T, Eigen::half>;
 
+// The arithmetic type of storage type T (float for the 16-bit types).
 template <class T>
-using compute_t = std::conditional_t<std::is_same_v<std::remove_const_t<T>, double>, double, float>;
+using compute_t = normkit::statistic_t<T>;
 
-// Saved statistics (mean, rstd) and accumulated parameter gradients.
 template <class T>
-using statistic_t = compute_t<T>;
+using statistic_t = normkit::statistic_t<T>;
 
 inline float bfloat16_bits_to_float(std::uint16_t bits) {
     const std::uint32_t widened = static_cast<std::uint32_t>(bits) << 16;

@@ -23,24 +23,6 @@
 
 namespace normkit {
 
-template <class T>
-struct matrix_view {
-    using value_type = T;
-
-    T* data = nullptr;
-    index_type rows = 0;
-    index_type cols = 0;
-    index_type row_stride = 0;
-
-    T* row(index_type i) const { return data + i * row_stride; }
-    T& operator()(index_type i, index_type j) const { return data[i * row_stride + j]; }
-    index_type size() const { return rows * cols; }
-    bool empty() const { return data == nullptr; }
-    bool contiguous() const { return row_stride == cols || rows <= 1; }
-
-    operator matrix_view<const T>() const { return {data, rows, cols, row_stride}; }
-};
-
 namespace core {
 
 template <class E, class = void>
@@ -68,7 +50,40 @@ index_type tensor_size(const E& tensor) {
     return size;
 }
 
+// Eigen data that view() turns into a matrix_view.
+template <class E>
+inline constexpr bool is_viewable_v = is_eigen_dense_v<E> || is_eigen_tensor_v<E>;
+
 }  // namespace core
+
+template <class T>
+struct matrix_view {
+    using value_type = T;
+
+    T* data = nullptr;
+    index_type rows = 0;
+    index_type cols = 0;
+    index_type row_stride = 0;
+
+    matrix_view() = default;
+    matrix_view(std::nullptr_t) {}
+    matrix_view(T* data_, index_type rows_, index_type cols_, index_type row_stride_)
+        : data(data_), rows(rows_), cols(cols_), row_stride(row_stride_) {}
+
+    // Anything view() accepts (an Eigen matrix, map, block or RowMajor tensor), so that an
+    // optional matrix argument of type matrix_view<T> takes Eigen data or {} (absent) alike.
+    template <class E, class Plain = std::decay_t<E>, class = std::enable_if_t<core::is_viewable_v<Plain>>>
+    matrix_view(E&& x);
+
+    T* row(index_type i) const { return data + i * row_stride; }
+    T& operator()(index_type i, index_type j) const { return data[i * row_stride + j]; }
+    index_type size() const { return rows * cols; }
+    bool empty() const { return data == nullptr; }
+    bool contiguous() const { return row_stride == cols || rows <= 1; }
+
+    operator matrix_view<const T>() const { return {data, rows, cols, row_stride}; }
+};
+
 
 template <class T>
 struct vector_view {
@@ -166,6 +181,14 @@ auto view(E&& x) {
     }
 }
 
+template <class T>
+template <class E, class Plain, class>
+matrix_view<T>::matrix_view(E&& x) {
+    const auto viewed = view(std::forward<E>(x));
+    static_assert(std::is_convertible_v<decltype(viewed.data), T*>, "normkit: a matrix argument has the wrong storage type or constness");
+    *this = matrix_view<T>(viewed.data, viewed.rows, viewed.cols, viewed.row_stride);
+}
+
 // as_vector(x): the vector_view of an Eigen vector, a tensor (flattened), a
 // std::vector or a vector_view, with the element type (and constness) of x.
 template <class T>
@@ -196,6 +219,19 @@ using statistics_t = vector_view<core::statistic_t<element_t<X>>>;  // mean, rst
 
 template <class X>
 using const_statistics_t = vector_view<const core::statistic_t<element_t<X>>>;
+
+template <class X>
+using scalar_t = statistic_t<element_t<X>>;  // a returned parameter gradient (dα, dg): float, double for double
+
+template <class X>
+using matrix_t = matrix_view<element_t<X>>;  // an optional matrix output of the data's storage type ({} = absent)
+
+template <class X>
+using const_matrix_t = matrix_view<const element_t<X>>;  // an optional matrix input of the data's storage type
+
+// The one storage check of a public kernel: T is a storage type and every X has it.
+template <class T, class... X>
+inline constexpr bool same_storage_v = core::is_storage_v<T> && (std::is_same_v<element_t<X>, T> && ...);
 
 namespace core {
 

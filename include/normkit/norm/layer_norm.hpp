@@ -100,7 +100,7 @@ void layer_norm_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<co
                 struct row_affine {
                     batch<C> center, shift, scale;
                 };
-                const auto affine_of = [&](index_type row, const core::moments<C>& m) {
+                const auto affine_of = [&](index_type row, const core::centered_moments<C>& m) {
                     const C r = C(1) / std::sqrt(m.variance + eps);
                     if (!saved_mean.empty()) saved_mean[row] = m.mean;
                     if (!saved_rstd.empty()) saved_rstd[row] = r;
