@@ -6,7 +6,7 @@
 #include "estimators.hpp"
 #include "gepo.hpp"
 #include "group_normalize.hpp"
-#include "groups.hpp"
+#include "../core/groups.hpp"
 #include "moments.hpp"
 #include "multi_reward.hpp"
 #include "presets.hpp"

@@ -58,7 +58,7 @@ beta_parameters bnpo(vector_view<const T> rewards, const groups& grouping, vecto
     core::require(options.clamp > 0, "clamp must be positive, got ", options.clamp);
     core::require(options.alpha.has_value() == options.beta.has_value(), "give both alpha and beta, or neither");
     if (options.alpha) core::require(*options.alpha > 0 && *options.beta > 0, "alpha and beta must be positive, got ", *options.alpha, " and ", *options.beta);
-    const auto layout = resolve(grouping, n);
+    const auto layout = core::resolve(grouping, n);
     double low = std::numeric_limits<double>::infinity(), high = -low;
     for (index_type i = 0; i < n; ++i) {
         const double value = static_cast<double>(rewards[i]);

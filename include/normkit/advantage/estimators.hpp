@@ -170,7 +170,7 @@ void pass_at_k(const Rewards& rewards, const groups& grouping, Output&& output, 
     using O = typename decltype(out)::value_type;
     core::require(out.size == data.size, "output has length ", out.size, " but rewards has length ", data.size);
     detail::require_eps("eps", options.eps, eps_mode::add_to_std);
-    const auto layout = detail::resolve(grouping, data.size);
+    const auto layout = core::resolve(grouping, data.size);
     for (index_type i = 0; i < out.size; ++i) out[i] = O(0);
     for (index_type g = 0; g < layout.count; ++g) {
         const index_type size = layout.members(g);
@@ -191,7 +191,7 @@ void pass_at_k(const Rewards& rewards, const groups& grouping, Output&& output, 
         });
         double advantage = first - second;
         if (options.scale_by_std) {
-            const auto stats = detail::two_pass_moments([&](auto&& sink) {
+            const auto stats = core::two_pass_moments([&](auto&& sink) {
                 layout.for_members(g, [&](index_type i) { sink(static_cast<double>(data[i]), 1.0); });
             });
             advantage /= stats.standard_deviation(1) + options.eps;
@@ -206,7 +206,7 @@ template <class Rewards>
 index_type dapo_filter(const Rewards& rewards, const groups& grouping, vector_view<std::uint8_t> keep) {
     const auto data = detail::const_vector(rewards);
     core::require(keep.size == data.size, "keep has length ", keep.size, " but rewards has length ", data.size);
-    const auto layout = detail::resolve(grouping, data.size);
+    const auto layout = core::resolve(grouping, data.size);
     index_type kept = 0;
     for (index_type g = 0; g < layout.count; ++g) {
         if (layout.members(g) == 0) continue;

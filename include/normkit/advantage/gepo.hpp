@@ -58,7 +58,7 @@ void gepo(vector_view<const A> advantages, matrix_view<const L> log_probs, matri
     for (const double value : {options.alpha_low, options.alpha_high, options.beta_low, options.beta_high})
         core::require(std::isfinite(value) && value >= 0, "gepo alphas and betas must be finite and ≥ 0, got ", value);
     core::require(options.gamma > 0 && options.gamma <= 1, "gamma (the EMA rate) must lie in (0, 1], got ", options.gamma);
-    const auto layout = resolve(grouping, n, "advantages");
+    const auto layout = core::resolve(grouping, n, "advantages");
     core::require(group_entropy.empty() || group_entropy.size == layout.count, "group_entropy has length ", group_entropy.size, " but there are ",
                   layout.count, " groups");
     std::vector<double> entropy(static_cast<std::size_t>(layout.count), std::numeric_limits<double>::quiet_NaN());

@@ -61,7 +61,7 @@
 // - output may alias nothing but itself; it has one entry per reward (float or double).
 #pragma once
 
-#include "groups.hpp"
+#include "../core/groups.hpp"
 #include "moments.hpp"
 
 #include "../core/parallel.hpp"
@@ -406,7 +406,7 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
                          options.center != center_mode::window_median && options.center != center_mode::window_mean &&
                          options.scale != scale_mode::window_spread;
     const std::vector<index_type>* dense = nullptr;
-    const auto& layout = resolve_cached(in.grouping, n, "rewards", !scatter, &dense);
+    const auto& layout = core::resolve_cached(in.grouping, n, "rewards", !scatter, &dense);
     const std::vector<double> tokens = token_counts(in, n);
     core::require(options.center != center_mode::length_weighted || !tokens.empty(),
                   "center_mode::length_weighted needs lengths or a token_mask");
@@ -441,7 +441,7 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
         if (in.batch_statistics) {
             batch = *in.batch_statistics;
         } else {
-            batch = two_pass_moments([&](auto&& sink) {
+            batch = core::two_pass_moments([&](auto&& sink) {
                 for (index_type i = 0; i < n; ++i)
                     if (is_valid(i)) sink(static_cast<double>(in.rewards[i]), 1.0);
             });
@@ -483,7 +483,7 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
             return;
         }
         const bool lonely = count == 1 && group_based;  // keep_raw: μ_g = 0, v_g = 1
-        const auto stats = two_pass_moments([&](auto&& sink) {
+        const auto stats = core::two_pass_moments([&](auto&& sink) {
             for (double value : values) sink(value, 1.0);
         });
         double center = 0, window = 0;
@@ -706,7 +706,7 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
 
     if (options.whiten.mode == whiten_mode::none) return;
     const bool by_tokens = options.whiten.mode == whiten_mode::token_weighted;
-    const auto whitened = two_pass_moments([&](auto&& sink) {
+    const auto whitened = core::two_pass_moments([&](auto&& sink) {
         for (index_type i = 0; i < n; ++i)
             if (is_valid(i)) sink(static_cast<double>(out[i]), by_tokens ? tokens[i] : 1.0);
     });

@@ -96,7 +96,7 @@ void reinforce_pp(matrix_view<const T> token_rewards, matrix_view<const std::uin
                 if (!token_mask(i, t)) advantages(i, t) = O(0);
         return;
     }
-    const auto stats = detail::two_pass_moments([&](auto&& sink) {
+    const auto stats = core::two_pass_moments([&](auto&& sink) {
         for (index_type i = 0; i < rows; ++i)
             for (index_type t = 0; t < cols; ++t)
                 if (token_mask(i, t)) sink(static_cast<double>(advantages(i, t)), 1.0);

@@ -37,7 +37,7 @@ void scrl(matrix_view<const T> rewards, const groups& grouping, matrix_view<O> o
     core::require_same_shape("output", out, "subproblem_rewards", rewards);
     core::require(std::isfinite(options.eps) && options.eps >= 0, "eps must be finite and ≥ 0, got ", options.eps);
     const index_type n = rewards.rows, K = rewards.cols;
-    const auto layout = resolve(grouping, n, "subproblem_rewards");
+    const auto layout = core::resolve(grouping, n, "subproblem_rewards");
     std::vector<index_type> progress(static_cast<std::size_t>(n));
     for (index_type i = 0; i < n; ++i) {
         index_type k = 0;
@@ -55,7 +55,7 @@ void scrl(matrix_view<const T> rewards, const groups& grouping, matrix_view<O> o
         const index_type size = layout.members(g);
         if (size == 0) continue;
         for (index_type j = 0; j < K; ++j) {
-            const auto stats = two_pass_moments([&](auto&& sink) { layout.for_members(g, [&](index_type i) { sink(corrected(i, j), 1.0); }); });
+            const auto stats = core::two_pass_moments([&](auto&& sink) { layout.for_members(g, [&](index_type i) { sink(corrected(i, j), 1.0); }); });
             const double deviation = stats.standard_deviation(0);
             layout.for_members(g, [&](index_type i) {
                 out(i, j) = deviation > 0 ? static_cast<O>((corrected(i, j) - stats.mean) / (deviation + options.eps)) : O(0);

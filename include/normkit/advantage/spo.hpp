@@ -105,7 +105,7 @@ public:
         core::require(prompts.size == data.size, "prompt_ids has length ", prompts.size, " but rewards has length ", data.size);
         core::require(out.size == data.size, "output has length ", out.size, " but rewards has length ", data.size);
         const auto centred = [&](index_type i) { return static_cast<double>(data[i]) - value(prompts[i]); };
-        const auto stats = detail::two_pass_moments([&](auto&& sink) {
+        const auto stats = core::two_pass_moments([&](auto&& sink) {
             for (index_type i = 0; i < data.size; ++i) sink(centred(i), 1.0);
         });
         const double denominator = stats.standard_deviation(1) + options_.eps;

@@ -16,15 +16,15 @@
 //   contiguous case is pure arithmetic.
 #pragma once
 
-#include "../core/error.hpp"
-#include "../core/view.hpp"
+#include "error.hpp"
+#include "view.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
 
-namespace normkit::advantage {
+namespace normkit {
 
 struct groups {
     index_type size = 0;  // > 0: contiguous groups of this size
@@ -61,7 +61,7 @@ inline groups group_ids(vector_view<const std::int32_t> ids, index_type group_co
     return result;
 }
 
-namespace detail {
+namespace core {
 
 // The resolved grouping: group g's members, in sample order.
 struct group_layout {
@@ -199,5 +199,5 @@ inline const group_layout& resolve_cached(const groups& grouping, index_type sam
     return layout;
 }
 
-}  // namespace detail
-}  // namespace normkit::advantage
+}  // namespace core
+}  // namespace normkit
