@@ -3,12 +3,6 @@
 # packages (libeigen3-dev, libxsimd-dev); nothing is downloaded.
 find_package(Eigen3 3.4 REQUIRED NO_MODULE)
 find_package(xsimd 8 REQUIRED)
-# Debian's xsimd 8 target names xtl in its link interface, but xsimd needs xtl
-# only for xtl's complex type, which normkit does not use; without libxtl-dev
-# the link would ask for a missing -lxtl. The same fix is in normkitConfig.cmake.
-if(TARGET xsimd AND NOT TARGET xtl)
-  set_property(TARGET xsimd PROPERTY INTERFACE_LINK_LIBRARIES "")
-endif()
 
 set(NORMKIT_USES_OPENMP OFF)
 if(NORMKIT_OPENMP)

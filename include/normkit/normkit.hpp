@@ -3,9 +3,12 @@
 // (each module's headers stand alone).
 #pragma once
 
+#include "version.hpp"
+
 #include "core/error.hpp"
-#include "core/parallel.hpp"
-#include "core/reduce.hpp"
+#include "core/execution.hpp"
+#include "core/groups.hpp"
+#include "core/moments.hpp"
 #include "core/view.hpp"
 
 #include "norm/derf.hpp"
