@@ -50,7 +50,7 @@ def main(path):
 
 
 def alternated_rows(path):
-    """The cases that alternate fp32 and bf16 calls: (operation, shape, layout, fp32 ms, bf16 ms, rate ratio, memcpy ratio)."""
+    """The cases that alternate fp32 and bf16 calls: (operation, shape, layout, fp32 and bf16 milliseconds, rate ratio, memcpy ratio)."""
     with open(path) as handle:
         report = json.load(handle)
     rows = []
@@ -77,7 +77,7 @@ def print_alternated(path):
     print()
     print("bf16 against fp32, the two calls alternated in each iteration (medians over the iterations):")
     print()
-    print("| operation | shape | layout | fp32 ms | bf16 ms | bf16 ÷ fp32 element rate | memcpy's own ratio |")
+    print("| operation | shape | layout | fp32 time, milliseconds | bf16 time, milliseconds | bf16 ÷ fp32 element rate | memcpy's own ratio |")
     print("|---|---|---|---|---|---|---|")
     for operation, shape, layout, fp32, bf16, ratio, copy_ratio in rows:
         copy_cell = f"{copy_ratio:.2f}×" if copy_ratio is not None else "–"
