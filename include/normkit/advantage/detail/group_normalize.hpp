@@ -1,0 +1,500 @@
+// The implementation of advantage::group_normalize (advantage/group_normalize.hpp).
+//
+// One call validates its input, takes the batch moments when a batch center or
+// scale needs them, then walks the groups by one of three paths:
+//   general     any option: a group's valid members are collected (index, value) and every
+//               pass reads those;
+//   scatter     ragged ids with a per-group mean / std (no window, no lengths): statistics by
+//               scatter over dense group numbers in sample order, so no member lists are built
+//               (they cost a random write per sample); bitwise the general path's results;
+//   contiguous  GRPO / Dr. GRPO on contiguous groups with nothing masked: one SIMD sweep per
+//               group (core::contiguous_moments), or on AVX-512 sixteen float groups per sweep
+//               (core::sixteen_group_moments).
+// All three take a group's center and divisor from one step, center_and_divisor, and D(v)
+// from one function, divisor, which the sixteen-group path applies to batches of lanes.
+// Whitening follows over the whole output.
+#pragma once
+
+#include "../../core/convert.hpp"
+#include "../../core/group_moments.hpp"
+#include "../../core/parallel.hpp"
+#include "../../core/simd.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+namespace normkit::advantage::detail {
+
+// The divisor D(v) of the header comment, for a double or a batch of doubles; 1 means "do not scale".
+template <class V>
+V divisor(V variance, double eps, eps_mode placement) {
+    constexpr bool scalar = std::is_same_v<V, double>;
+    const auto root = [](V v) {
+        if constexpr (scalar) return std::sqrt(v);
+        else return core::square_root(v);
+    };
+    const auto pick = [](auto condition, V yes, V no) {
+        if constexpr (scalar) return condition ? yes : no;
+        else return xsimd::select(condition, yes, no);
+    };
+    const V epsilon(eps), one(1.0);
+    switch (placement) {
+        case eps_mode::add_to_std: return root(variance) + epsilon;
+        case eps_mode::inside_sqrt: return root(variance + epsilon);
+        case eps_mode::clamp_variance: return root(pick(variance < epsilon, epsilon, variance));  // max(v, ε)
+        case eps_mode::std_floor_skip: {
+            const V deviation = root(variance);
+            return pick(deviation >= epsilon, deviation, one);
+        }
+    }
+    return one;
+}
+
+inline void require_eps(const char* name, double eps, eps_mode placement) {
+    core::require(std::isfinite(eps) && (eps > 0 || (eps == 0 && placement == eps_mode::std_floor_skip)), name,
+                  " must be positive and finite, got ", eps);
+}
+
+inline void require_ddof(const char* name, int ddof) { core::require(ddof == 0 || ddof == 1, name, " must be 0 or 1, got ", ddof); }
+
+inline void require_whiten(const whiten_options& whiten) {
+    if (whiten.mode == whiten_mode::none) return;
+    require_ddof("whiten.ddof", whiten.ddof);
+    require_eps("whiten.eps", whiten.eps, whiten.placement);
+}
+
+inline bool per_group_center(center_mode center) {
+    return center == center_mode::group_mean || center == center_mode::leave_one_out || center == center_mode::length_weighted ||
+           center == center_mode::window_median || center == center_mode::window_mean;
+}
+
+inline bool per_group_scale(scale_mode scale) { return scale == scale_mode::group_std || scale == scale_mode::window_spread; }
+
+// Token counts per sample from lengths or a token mask (empty when neither is given).
+template <class T>
+std::vector<double> token_counts(const reward_inputs<T>& in, index_type n) {
+    std::vector<double> counts;
+    if (in.lengths.empty() && in.token_mask.empty()) return counts;
+    if (!in.lengths.empty()) core::require(in.lengths.size == n, "lengths has length ", in.lengths.size, " but rewards has length ", n);
+    if (!in.token_mask.empty())
+        core::require(in.token_mask.rows == n, "token_mask has ", in.token_mask.rows, " rows but rewards has length ", n);
+    counts.resize(static_cast<std::size_t>(n));
+    for (index_type i = 0; i < n; ++i) {
+        if (!in.lengths.empty()) {
+            core::require(in.lengths[i] >= 0, "lengths[", i, "] is negative (", in.lengths[i], ")");
+            core::require(in.token_mask.empty() || in.lengths[i] <= in.token_mask.cols, "lengths[", i, "] = ", in.lengths[i],
+                          " exceeds the padded width T = ", in.token_mask.cols, " of token_mask");
+            counts[i] = static_cast<double>(in.lengths[i]);
+            continue;
+        }
+        index_type count = 0;
+        const std::uint8_t* row = in.token_mask.row(i);
+        for (index_type t = 0; t < in.token_mask.cols; ++t) count += row[t] != 0;
+        counts[i] = static_cast<double>(count);
+    }
+    return counts;
+}
+
+// The shortest window of `sorted` covering ⌈n·(100τ)/100⌉ values (first minimum), its median or mean.
+inline double window_center(const std::vector<double>& sorted, double fraction, bool median) {
+    const index_type n = static_cast<index_type>(sorted.size());
+    const double percent = 100.0 * fraction;
+    index_type covered = static_cast<index_type>(std::ceil(static_cast<double>(n) * percent / 100.0));
+    covered = std::clamp<index_type>(covered, 1, n);
+    index_type best = 0;
+    double best_width = std::numeric_limits<double>::infinity();
+    for (index_type start = 0; start + covered <= n; ++start) {
+        const double width = sorted[start + covered - 1] - sorted[start];
+        if (width < best_width) {
+            best_width = width;
+            best = start;
+        }
+    }
+    if (median) {
+        const index_type middle = best + covered / 2;
+        return covered % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2.0;
+    }
+    double sum = 0;
+    for (index_type k = best; k < best + covered; ++k) sum += sorted[k];
+    return sum / static_cast<double>(covered);
+}
+
+// What the window and length-weighted modes add to a group's moments (general path only).
+struct group_extras {
+    double window = 0;           // Q_g (window_median / window_mean / window_spread)
+    double window_variance = 0;  // Σ(r − Q_g)²/(n − ddof), window_spread
+    double weighted_center = 0;  // Σ|o|r/Σ|o|, length_weighted
+};
+
+// The center and divisor of one group: A_i = (deviation of r_i from center)/denominator.
+struct group_scale {
+    double center = 0;
+    double denominator = 1;
+    double stretch = 1;   // leave_one_out: n/(n − 1)
+    bool lonely = false;  // a group of one under keep_raw: μ_g = 0, v_g = 1
+};
+
+inline void check_options(const group_normalize_options& options) {
+    require_ddof("ddof", options.ddof);
+    if (options.scale != scale_mode::none) require_eps("eps", options.eps, options.placement);
+    require_whiten(options.whiten);
+    core::require(!(options.clip_min > options.clip_max), "clip range [", options.clip_min, ", ", options.clip_max, "] is empty");
+    core::require(options.window_fraction > 0 && options.window_fraction <= 1, "window_fraction must lie in (0, 1], got ",
+                  options.window_fraction);
+}
+
+// One call of group_normalize: its checked input and the steps of its three paths.
+template <class T, class O>
+class normalizer {
+public:
+    normalizer(const reward_inputs<T>& in, vector_view<O> out, const group_normalize_options& options)
+        : in_(in), out_(out), options_(options), n_(in.rewards.size), scaled_(options.scale != scale_mode::none) {
+        check_inputs();
+        scatter_ = !in.grouping.contiguous() && options.center != center_mode::length_weighted &&
+                   options.center != center_mode::window_median && options.center != center_mode::window_mean &&
+                   options.scale != scale_mode::window_spread;
+        layout_ = &core::resolve_cached(in.grouping, n_, "rewards", !scatter_, &dense_);
+        tokens_ = token_counts(in, n_);
+        core::require(options.center != center_mode::length_weighted || !tokens_.empty(),
+                      "center_mode::length_weighted needs lengths or a token_mask");
+        core::require(options.whiten.mode != whiten_mode::token_weighted || !tokens_.empty(),
+                      "whiten_mode::token_weighted needs lengths or a token_mask");
+        drop_empty_ = options.exclude_empty_responses && !tokens_.empty();
+        group_based_ = per_group_center(options.center) || (scaled_ && per_group_scale(options.scale));
+        clipped_ = std::isfinite(options.clip_min) || std::isfinite(options.clip_max);
+    }
+
+    void run() {
+        if (n_ == 0) return;
+        if (options_.center == center_mode::batch_mean || options_.scale == scale_mode::batch_std) batch_ = batch_statistics();
+        if (scatter_) scatter_groups();
+        walk_groups();
+        report();
+        whiten();
+    }
+
+private:
+    struct group_scratch {
+        std::vector<index_type> members;
+        std::vector<double> values, sorted;
+    };
+
+    void check_inputs() const {
+        core::require(in_.rewards.data != nullptr || n_ == 0, "rewards is null");
+        core::require(out_.size == n_, "output has length ", out_.size, " but rewards has length ", n_);
+        core::require(out_.data != nullptr || n_ == 0, "output is null");
+        core::require(in_.valid.empty() || in_.valid.size == n_, "valid has length ", in_.valid.size, " but rewards has length ", n_);
+        check_options(options_);
+        if (options_.center == center_mode::baseline)
+            core::require(in_.baseline.size == n_ && (in_.baseline.data != nullptr || n_ == 0), "baseline has length ", in_.baseline.size,
+                          " but rewards has length ", n_, " (center_mode::baseline needs one baseline per sample)");
+    }
+
+    static void note(std::atomic<index_type>& slot, index_type value) {
+        index_type expected = -1;
+        slot.compare_exchange_strong(expected, value);
+    }
+
+    // Valid and finite; NaN (under nan_policy::error) and ±inf are noted and reported after the parallel part.
+    bool is_valid(index_type i) {
+        if (!in_.valid.empty() && !in_.valid[i]) return false;
+        if (drop_empty_ && tokens_[i] <= 0) return false;
+        const double value = static_cast<double>(in_.rewards[i]);
+        if (std::isnan(value)) {
+            if (options_.nan == nan_policy::error) note(bad_reward_, i);
+            return false;
+        }
+        if (std::isinf(value)) {
+            note(bad_reward_, i);
+            return false;
+        }
+        return true;
+    }
+
+    moments batch_statistics() {
+        if (in_.batch_statistics) return *in_.batch_statistics;
+        return core::two_pass_moments([&](auto&& sink) {
+            for (index_type i = 0; i < n_; ++i)
+                if (is_valid(i)) sink(static_cast<double>(in_.rewards[i]), 1.0);
+        });
+    }
+
+    O finish(double value) const { return static_cast<O>(std::min(std::max(value, options_.clip_min), options_.clip_max)); }
+
+    // The one "center and divisor of a group" step of every path, from the group's moments.
+    group_scale center_and_divisor(const moments& stats, bool lonely, const group_extras& extras = {}) const {
+        group_scale result;
+        result.lonely = lonely;
+        switch (options_.center) {
+            case center_mode::group_mean: result.center = lonely ? 0.0 : stats.mean; break;
+            case center_mode::batch_mean: result.center = batch_.mean; break;
+            case center_mode::leave_one_out:
+                result.center = stats.mean;
+                if (!lonely) result.stretch = stats.count / (stats.count - 1);
+                break;
+            case center_mode::window_median:
+            case center_mode::window_mean: result.center = extras.window; break;
+            case center_mode::length_weighted: result.center = lonely ? 0.0 : extras.weighted_center; break;
+            default: break;  // baseline and none are per sample
+        }
+        if (!scaled_) return result;
+        double variance = 1.0;
+        if (options_.scale == scale_mode::batch_std) variance = batch_.variance(options_.ddof);
+        else if (!lonely) variance = options_.scale == scale_mode::group_std ? stats.variance(options_.ddof) : extras.window_variance;
+        result.denominator = divisor(variance, options_.eps, options_.placement);
+        return result;
+    }
+
+    double deviation(index_type i, double reward, const group_scale& scale) const {
+        switch (options_.center) {
+            case center_mode::leave_one_out: return scale.lonely ? reward : (reward - scale.center) * scale.stretch;
+            case center_mode::baseline: return reward - static_cast<double>(in_.baseline[i]);
+            case center_mode::none: return reward;
+            default: return reward - scale.center;
+        }
+    }
+
+    O advantage(index_type i, double reward, const group_scale& scale) const {
+        const double value = deviation(i, reward, scale);
+        return finish(scaled_ ? value / scale.denominator : value);
+    }
+
+    // A group of one under singleton_policy zero or error: true when it is handled (A = 0).
+    bool singleton_handled(double count, index_type g) {
+        if (!(count == 1 && group_based_ && options_.singleton != singleton_policy::keep_raw)) return false;
+        if (options_.singleton == singleton_policy::error) note(lonely_group_, g);
+        return true;
+    }
+
+    group_extras extras_of(const std::vector<index_type>& members, const std::vector<double>& values, const moments& stats,
+                           std::vector<double>& sorted) const {
+        group_extras extras;
+        const bool windowed = options_.center == center_mode::window_median || options_.center == center_mode::window_mean ||
+                              (scaled_ && options_.scale == scale_mode::window_spread);
+        if (windowed) {
+            sorted.assign(values.begin(), values.end());
+            std::sort(sorted.begin(), sorted.end());
+            extras.window = window_center(sorted, options_.window_fraction, options_.center != center_mode::window_mean);
+            double squares = 0;
+            for (double value : values) squares += (value - extras.window) * (value - extras.window);
+            const double dof = static_cast<double>(static_cast<index_type>(values.size()) - options_.ddof);
+            extras.window_variance = dof > 0 ? squares / dof : 0.0;
+        }
+        if (options_.center == center_mode::length_weighted) {
+            double weighted = 0, total = 0;
+            for (std::size_t k = 0; k < members.size(); ++k) {
+                weighted += tokens_[members[k]] * values[k];
+                total += tokens_[members[k]];
+            }
+            extras.weighted_center = total > 0 ? weighted / total : stats.mean;
+        }
+        return extras;
+    }
+
+    // One group, any option: its valid members are collected once (index, value), then every pass reads those.
+    void general_group(index_type g, group_scratch& scratch) {
+        auto& members = scratch.members;
+        auto& values = scratch.values;
+        members.clear();
+        values.clear();
+        layout_->for_members(g, [&](index_type i) {
+            if (is_valid(i)) {
+                members.push_back(i);
+                values.push_back(static_cast<double>(in_.rewards[i]));
+            } else {
+                out_[i] = O(0);
+            }
+        });
+        const index_type count = static_cast<index_type>(members.size());
+        if (count == 0) return;
+        if (singleton_handled(static_cast<double>(count), g)) {
+            out_[members[0]] = O(0);
+            return;
+        }
+        const bool lonely = count == 1 && group_based_;
+        const auto stats = core::two_pass_moments([&](auto&& sink) {
+            for (double value : values) sink(value, 1.0);
+        });
+        const group_scale scale = center_and_divisor(stats, lonely, lonely ? group_extras{} : extras_of(members, values, stats, scratch.sorted));
+        for (index_type k = 0; k < count; ++k) out_[members[k]] = advantage(members[k], values[k], scale);
+    }
+
+    // Ragged groups by scatter: the operations of two_pass_moments, in the member lists' order.
+    void scatter_groups() {
+        thread_local std::vector<double> count, sum, centred, squares;
+        thread_local std::vector<group_scale> scales;
+        thread_local std::vector<std::uint8_t> zeroed;
+        const auto groups_count = static_cast<std::size_t>(layout_->count);
+        for (auto* values : {&count, &sum, &centred, &squares}) values->assign(groups_count, 0.0);
+        scales.assign(groups_count, group_scale{});
+        zeroed.assign(groups_count, 0);
+        const auto& group_of = *dense_;
+        for (index_type i = 0; i < n_; ++i)
+            if (is_valid(i)) {
+                count[group_of[i]] += 1.0;
+                sum[group_of[i]] += static_cast<double>(in_.rewards[i]);
+            }
+        for (std::size_t g = 0; g < groups_count; ++g) sum[g] = count[g] > 0 ? sum[g] / count[g] : 0.0;  // the first-pass mean
+        for (index_type i = 0; i < n_; ++i)
+            if (is_valid(i)) {
+                const double deviation = static_cast<double>(in_.rewards[i]) - sum[group_of[i]];
+                centred[group_of[i]] += deviation;
+                squares[group_of[i]] += deviation * deviation;
+            }
+        for (std::size_t g = 0; g < groups_count; ++g) {
+            if (count[g] == 0) continue;
+            if (singleton_handled(count[g], static_cast<index_type>(g))) {
+                zeroed[g] = 1;
+                continue;
+            }
+            moments stats;
+            stats.count = count[g];
+            stats.mean = sum[g] + centred[g] / count[g];
+            stats.m2 = std::max(squares[g] - centred[g] * centred[g] / count[g], 0.0);
+            scales[g] = center_and_divisor(stats, count[g] == 1 && group_based_);
+        }
+        for (index_type i = 0; i < n_; ++i) {
+            const index_type g = group_of[i];
+            out_[i] = !is_valid(i) || zeroed[g] ? O(0) : advantage(i, static_cast<double>(in_.rewards[i]), scales[g]);
+        }
+    }
+
+    // Writes (x − μ)/D(v) for contiguous group g, given μ, D(v) and 1/D(v).
+    void write_scaled(index_type g, double group_mean, double denominator, double reciprocal) {
+        const index_type size = layout_->size;
+        const T* x = in_.rewards.data + g * size;
+        O* y = out_.data + g * size;
+        using B = core::batch<double>;
+        constexpr index_type W = core::width<double>;
+        const index_type full = size - size % W;
+        // One reciprocal per group and a multiply per sample (a vector divide per sample costs more than the
+        // memory traffic); in double lanes the result is within one double rounding of the quotient.
+        const B mean(group_mean), scale(reciprocal), lowest(options_.clip_min), highest(options_.clip_max);
+        if (clipped_) {
+            for (index_type j = 0; j < full; j += W) {
+                // select, not xsimd::min/max: GCC 12 flags those AVX-512 intrinsics as maybe-uninitialized.
+                B value = (core::load_as_double(x + j) - mean) * scale;
+                value = xsimd::select(value < lowest, lowest, value);
+                value = xsimd::select(value > highest, highest, value);
+                core::store_from_double(y + j, value);
+            }
+        } else if constexpr (std::is_same_v<T, float> && std::is_same_v<O, float>) {
+            return write_scaled_float(x, y, size, group_mean, denominator, reciprocal);
+        } else {
+            for (index_type j = 0; j < full; j += W) core::store_from_double(y + j, (core::load_as_double(x + j) - mean) * scale);
+        }
+        for (index_type j = full; j < size; ++j) y[j] = finish((static_cast<double>(x[j]) - group_mean) / denominator);
+    }
+
+    // Float lanes, twice as many per instruction, with the mean in two parts so that r − μ keeps its
+    // accuracy at any offset: r − μ_high is exact for r near μ (Sterbenz), and μ_low carries what μ_high
+    // dropped. A few float roundings of the quotient (the header's bound).
+    void write_scaled_float(const float* x, float* y, index_type size, double group_mean, double denominator, double reciprocal) const {
+        using F = core::batch<float>;
+        constexpr index_type FW = core::width<float>;
+        const auto mean_high = static_cast<float>(group_mean);
+        const F high_part(mean_high), low_part(static_cast<float>(group_mean - static_cast<double>(mean_high)));
+        const F float_scale(static_cast<float>(reciprocal));
+        const index_type float_full = size - size % FW;
+        for (index_type j = 0; j < float_full; j += FW) (((F::load_unaligned(x + j) - high_part) - low_part) * float_scale).store_unaligned(y + j);
+        for (index_type j = float_full; j < size; ++j) y[j] = finish((static_cast<double>(x[j]) - group_mean) / denominator);
+    }
+
+    // A contiguous group from its moments, or a non-finite group (NaN or ±inf inside) by the general path.
+    void contiguous_group(index_type g, group_scratch& scratch) {
+        const moments stats = core::contiguous_moments(in_.rewards.data + g * layout_->size, layout_->size);
+        if (!std::isfinite(stats.mean) || !std::isfinite(stats.m2)) return general_group(g, scratch);
+        const group_scale scale = center_and_divisor(stats, false);
+        write_scaled(g, scale.center, scale.denominator, 1.0 / scale.denominator);
+    }
+
+    // Sixteen contiguous float groups at once: D(v) and 1/D(v) lane by lane, with v = M2·(1/(n − ddof)).
+    void sixteen_groups(index_type first, group_scratch& scratch) {
+        core::sixteen_moments stats;
+        core::sixteen_group_moments(reinterpret_cast<const float*>(in_.rewards.data) + first * layout_->size, layout_->size, stats);
+        alignas(64) double denominator[16], reciprocal[16];
+        using B = core::batch<double>;
+        constexpr index_type W = core::width<double>;
+        const B inverse_dof(1.0 / static_cast<double>(layout_->size - options_.ddof)), one(1.0);
+        for (index_type lane = 0; lane < 16; lane += W) {
+            const B d = scaled_ ? divisor(B::load_aligned(stats.m2 + lane) * inverse_dof, options_.eps, options_.placement) : one;
+            d.store_aligned(denominator + lane);
+            (one / d).store_aligned(reciprocal + lane);
+        }
+        for (index_type k = 0; k < 16; ++k) {
+            if (std::isnan(stats.mean[k])) general_group(first + k, scratch);
+            else write_scaled(first + k, stats.mean[k], denominator[k], reciprocal[k]);
+        }
+    }
+
+    // Groups are taken in fixed blocks of 16 (block b = groups 16b .. 16b + 15), so a group's arithmetic does not
+    // depend on how the blocks are split among threads.
+    void walk_groups() {
+        // The common case (GRPO / Dr. GRPO on contiguous groups, nothing masked): one SIMD sweep per group.
+        const bool fast = layout_->size >= 2 && in_.valid.empty() && tokens_.empty() && options_.center == center_mode::group_mean &&
+                          (options_.scale == scale_mode::group_std || options_.scale == scale_mode::none);
+        constexpr index_type block = 16;
+        const index_type count = layout_->count, blocks = (count + block - 1) / block;
+        core::parallel_for(scatter_ ? 0 : fast ? blocks : count, options_.threads, [&](index_type begin, index_type end) {
+            group_scratch scratch;
+            if (!fast) {
+                for (index_type g = begin; g < end; ++g) general_group(g, scratch);
+                return;
+            }
+            for (index_type b = begin; b < end; ++b) {
+                const index_type first = b * block, last = std::min(first + block, count);
+                if constexpr (std::is_same_v<T, float> && core::has_sixteen_group_moments) {
+                    if (last - first == block && layout_->size <= (index_type(1) << 26)) {
+                        sixteen_groups(first, scratch);
+                        continue;
+                    }
+                }
+                for (index_type g = first; g < last; ++g) contiguous_group(g, scratch);
+            }
+        });
+    }
+
+    void report() const {
+        if (const index_type i = bad_reward_.load(); i >= 0)
+            core::fail("rewards[", i, "] is ", in_.rewards[i], " (",
+                       std::isnan(static_cast<double>(in_.rewards[i])) ? "NaN under nan_policy::error" : "infinite", ")");
+        if (const index_type g = lonely_group_.load(); g >= 0)
+            core::fail("groups: group ", layout_->label(g), " has one valid sample, and singleton_policy::error forbids groups of one");
+    }
+
+    void whiten() {
+        const whiten_options& whiten = options_.whiten;
+        if (whiten.mode == whiten_mode::none) return;
+        const bool by_tokens = whiten.mode == whiten_mode::token_weighted;
+        const auto whitened = core::two_pass_moments([&](auto&& sink) {
+            for (index_type i = 0; i < n_; ++i)
+                if (is_valid(i)) sink(static_cast<double>(out_[i]), by_tokens ? tokens_[i] : 1.0);
+        });
+        const double denominator = divisor(whitened.variance(whiten.ddof), whiten.eps, whiten.placement);
+        for (index_type i = 0; i < n_; ++i)
+            out_[i] = is_valid(i) && whitened.count > 0 ? static_cast<O>((static_cast<double>(out_[i]) - whitened.mean) / denominator) : O(0);
+    }
+
+    const reward_inputs<T>& in_;
+    vector_view<O> out_;
+    const group_normalize_options& options_;
+    index_type n_;
+    bool scaled_, scatter_ = false, drop_empty_ = false, group_based_ = false, clipped_ = false;
+    const core::group_layout* layout_ = nullptr;
+    const std::vector<index_type>* dense_ = nullptr;
+    std::vector<double> tokens_;
+    moments batch_;
+    std::atomic<index_type> bad_reward_{-1}, lonely_group_{-1};
+};
+
+template <class T, class O>
+void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group_normalize_options& options) {
+    normalizer<T, O>(in, out, options).run();
+}
+
+}  // namespace normkit::advantage::detail
