@@ -96,7 +96,7 @@ void register_logits(const char* type_label) {
     };
     register_case(operation, shape, "normkit", bytes, [get, rows, vocabulary] {
         data& d = get();
-        credit::logits_statistics(view(d.logits.data(), rows, vocabulary), d.tokens, d.lse, d.log_p, d.entropy, d.squares);
+        credit::logits_statistics(view(d.logits.data(), rows, vocabulary), d.tokens, d.log_p, d.entropy, d.squares, d.lse);
         benchmark::DoNotOptimize(d.entropy.data());
     });
     bench::register_memcpy(operation, shape, bytes);
@@ -156,14 +156,14 @@ void register_token_kernels() {
     const double matrix_bytes = static_cast<double>(count * sizeof(float));
 
     register_case("optimal_token_baseline", shape, "normkit", 5 * matrix_bytes, [=] {
-        credit::optimal_token_baseline(v(*rewards), v(*mask), v(*log_p), v(*squares), {}, *ids, v(*out));
+        credit::optimal_token_baseline(v(*rewards), v(*mask), v(*log_p), v(*squares), {}, group_ids(*ids), v(*out));
         benchmark::DoNotOptimize(out->data());
     });
     bench::register_memcpy("optimal_token_baseline", shape, 5 * matrix_bytes);
     credit::optimal_token_baseline_options tir;
     tir.compact = true;
     register_case("optimal_token_baseline_tir", shape, "normkit", 5 * matrix_bytes, [=] {
-        credit::optimal_token_baseline(v(*rewards), v(*mask), v(*log_p), v(*squares), {}, *ids, v(*out), {}, tir);
+        credit::optimal_token_baseline(v(*rewards), v(*mask), v(*log_p), v(*squares), {}, group_ids(*ids), v(*out), {}, tir);
         benchmark::DoNotOptimize(out->data());
     });
     bench::register_memcpy("optimal_token_baseline_tir", shape, 5 * matrix_bytes);
@@ -173,22 +173,22 @@ void register_token_kernels() {
     });
     bench::register_memcpy("cort_weights", shape, 5 * matrix_bytes);
     register_case("a2tgpo_advantages", shape, "normkit", 3 * matrix_bytes, [=] {
-        credit::a2tgpo_advantages(v(*values), *turn_count, *ids, vector_view<const float>(*advantages), v(*out), v(*out2));
+        credit::a2tgpo_advantages(v(*values), *turn_count, group_ids(*ids), vector_view<const float>(*advantages), v(*out), v(*out2));
         benchmark::DoNotOptimize(out->data());
     });
     bench::register_memcpy("a2tgpo_advantages", shape, 3 * matrix_bytes);
     register_case("mapo_advantages", shape, "normkit", 2 * matrix_bytes, [=] {
-        credit::mapo_advantages(v(*rewards), *turn_count, *ids, v(*out));
+        credit::mapo_advantages(v(*rewards), *turn_count, group_ids(*ids), v(*out));
         benchmark::DoNotOptimize(out->data());
     });
     bench::register_memcpy("mapo_advantages", shape, 2 * matrix_bytes);
     register_case("gtpo_advantages", shape, "normkit", 2 * matrix_bytes, [=] {
-        credit::gtpo_advantages(v(*rewards), *turn_count, *ids, v(*out));
+        credit::gtpo_advantages(v(*rewards), *turn_count, group_ids(*ids), v(*out));
         benchmark::DoNotOptimize(out->data());
     });
     bench::register_memcpy("gtpo_advantages", shape, 2 * matrix_bytes);
     register_case("generalized_advantage_estimation", shape, "normkit", 5 * matrix_bytes, [=] {
-        credit::generalized_advantage_estimation(v(*rewards), v(*values), v(*mask), 0.99, 0.95, v(*out), v(*out2));
+        credit::generalized_advantage_estimation(v(*rewards), v(*values), v(*mask), v(*out), v(*out2), {0.99, 0.95});
         benchmark::DoNotOptimize(out->data());
     });
     bench::register_memcpy("generalized_advantage_estimation", shape, 5 * matrix_bytes);

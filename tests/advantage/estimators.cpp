@@ -6,6 +6,7 @@
 #include <normkit/advantage/estimators.hpp>
 #include <normkit/advantage/presets.hpp>
 #include <normkit/advantage/returns.hpp>
+#include <normkit/credit/broadcast.hpp>
 
 #include <random>
 
@@ -187,16 +188,16 @@ TEST_CASE("w_reinforce scales positive rewards by λ; dna_train equalizes Σ|A| 
     std::vector<double> out(5);
     w_reinforce(rewards, out);
     CHECK(out == std::vector<double>{0.1, -1, 0.1, -1, 0});
-    w_reinforce(rewards, out, 1.0);  // λ = 1: plain REINFORCE
+    w_reinforce(rewards, out, {1.0});  // λ = 1: plain REINFORCE
     CHECK(out == rewards);
-    w_reinforce(rewards, out, 0.0);  // λ = 0: negative samples only
+    w_reinforce(rewards, out, {0.0});  // λ = 0: negative samples only
     CHECK(out == std::vector<double>{0, -1, 0, -1, 0});
-    require_error_naming([&] { w_reinforce(rewards, out, -1.0); }, "positive_weight");
+    require_error_naming([&] { w_reinforce(rewards, out, {-1.0}); }, "positive_weight");
 
     // Real group with Σ|A| = 4, counterfactual with 1: both rescaled to 2.5, signs kept.
     const std::vector<double> advantages = {1, -1, 1, -1, 0.5, -0.5, 0, 0, 0, 0, 0, 0};
     std::vector<double> balanced(12);
-    dna_train(vector_view<const double>(advantages.data(), 8), 4, vector_view<double>(balanced.data(), 8));
+    dna_train(vector_view<const double>(advantages.data(), 8), vector_view<double>(balanced.data(), 8), {4});
     double real = 0, counterfactual = 0;
     for (int j = 0; j < 4; ++j) {
         real += std::abs(balanced[j]);
@@ -207,9 +208,9 @@ TEST_CASE("w_reinforce scales positive rewards by λ; dna_train equalizes Σ|A| 
     CHECK(counterfactual == Approx(2.5));
     CHECK(balanced[0] == Approx(2.5 / 4));
     CHECK(balanced[4] == Approx(1.25));
-    dna_train(vector_view<const double>(advantages.data() + 8, 4), 2, vector_view<double>(balanced.data(), 4));  // all zero: stays 0
+    dna_train(vector_view<const double>(advantages.data() + 8, 4), vector_view<double>(balanced.data(), 4), {2});  // all zero: stays 0
     for (int j = 0; j < 4; ++j) CHECK(balanced[j] == 0.0);
-    require_error_naming([&] { dna_train(advantages, 4, balanced); }, "not a multiple of 2 × group_size = 8");
+    require_error_naming([&] { dna_train(advantages, balanced, {4}); }, "not a multiple of 2 × group_size = 8");
 }
 
 TEST_CASE("presets reproduce verl, TRL and OpenRLHF", "[advantage][presets]") {
@@ -293,17 +294,18 @@ TEMPLATE_TEST_CASE("reinforce_pp (both mask rules), reinforce_pp_baseline and re
             }
         }
         test_matrix<T> advantages(rows, cols, 2), returns(rows, cols, 1);
+        test_matrix<T> token_mask(rows, cols, mask_values, 3);  // the mask of the token rewards has their storage type
         for (double gamma : {1.0, 0.9}) {
             for (auto rule : {return_mask_rule::carry, return_mask_rule::reset}) {
                 INFO(type_name<T>() << " T " << cols << " gamma " << gamma << " rule " << int(rule));
-                reinforce_pp(rewards.view, mask, advantages.view, {gamma, rule});
+                reinforce_pp(rewards.view, token_mask.view, advantages.view, {}, {gamma, rule});
                 const auto expected = reference::verl_reinforce_pp(rewards.values(), mask_values, rows, cols, gamma, rule == return_mask_rule::carry);
                 CHECK(relative_error(advantages.values(), expected, 1.0) < tolerance);
                 CHECK(advantages.padding_untouched());
             }
         }
         std::vector<T> baselines = to_storage<T>(random_values(rows, 99));
-        remax(rewards.view, mask, baselines, advantages.view, returns.view);
+        remax(rewards.view, token_mask.view, baselines, advantages.view, returns.view);
         CHECK(relative_error(advantages.values(), reference::verl_remax(rewards.values(), mask_values, to_double(baselines), rows, cols), 1.0) <
               tolerance);
         const auto zero_baselines = std::vector<double>(rows, 0.0);
@@ -321,7 +323,7 @@ TEMPLATE_TEST_CASE("reinforce_pp (both mask rules), reinforce_pp_baseline and re
         INFO("reinforce_pp_baseline T " << cols);
         if (std::count_if(lengths.begin(), lengths.end(), [](double l) { return l > 0; }) > 1 && cols > 1)
             CHECK(relative_error(to_double(per_sample), expected, 1.0) < tolerance);
-        broadcast_to_tokens(per_sample, mask, advantages.view);
+        credit::broadcast_advantages(per_sample, mask, advantages.view);
         for (index_type i = 0; i < rows; ++i)
             for (index_type t = 0; t < cols; ++t)
                 CHECK(static_cast<double>(advantages.view(i, t)) == (mask(i, t) ? static_cast<double>(per_sample[i]) : 0.0));
@@ -331,17 +333,17 @@ TEMPLATE_TEST_CASE("reinforce_pp (both mask rules), reinforce_pp_baseline and re
 TEST_CASE("token-level estimators: degenerate and bad input", "[advantage][returns]") {
     Eigen::Matrix<double, 2, 3, Eigen::RowMajor> rewards;
     rewards << 1, 2, 3, 4, 5, 6;
-    Eigen::Matrix<std::uint8_t, 2, 3, Eigen::RowMajor> nothing = Eigen::Matrix<std::uint8_t, 2, 3, Eigen::RowMajor>::Zero();
+    Eigen::Matrix<double, 2, 3, Eigen::RowMajor> nothing = Eigen::Matrix<double, 2, 3, Eigen::RowMajor>::Zero();
     Eigen::Matrix<double, 2, 3, Eigen::RowMajor> advantages;
     reinforce_pp(rewards, nothing, advantages);
     CHECK(advantages.isZero(0));
-    Eigen::Matrix<std::uint8_t, 2, 3, Eigen::RowMajor> one = nothing;
+    Eigen::Matrix<double, 2, 3, Eigen::RowMajor> one = nothing;
     one(1, 1) = 1;
     reinforce_pp(rewards, one, advantages);
     CHECK(advantages.isZero(0));  // one valid token whitens to 0
     Eigen::Matrix<double, 3, 3, Eigen::RowMajor> wrong;
     require_error_naming([&] { reinforce_pp(rewards, one, wrong); }, "output has shape 3x3");
-    require_error_naming([&] { reinforce_pp(rewards, one, advantages, {1.5}); }, "gamma");
+    require_error_naming([&] { reinforce_pp(rewards, one, advantages, {}, {1.5}); }, "gamma");
     const std::vector<double> baselines = {1.0};
     require_error_naming([&] { remax(rewards, one, baselines, advantages); }, "baselines has length 1");
 }

@@ -17,6 +17,22 @@ using namespace normkit::testing;
 
 namespace {
 
+gdpo_options weighted(const std::vector<double>& weights, gdpo_flavour flavour = gdpo_flavour::trl) {
+    gdpo_options options;
+    options.weights = weights;
+    options.flavour = flavour;
+    return options;
+}
+
+sa_mrpo_options saturation(double gamma, const std::vector<double>& weights, const std::vector<double>& lower, const std::vector<double>& upper) {
+    sa_mrpo_options options;
+    options.gamma = gamma;
+    options.weights = weights;
+    options.lower = lower;
+    options.upper = upper;
+    return options;
+}
+
 using row_matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 std::vector<std::vector<double>> columns_of(const row_matrix& matrix) {
@@ -50,7 +66,7 @@ TEST_CASE("gdpo matches TRL's normalize_then_sum and verl's gdpo", "[advantage][
         const std::vector<double> weights = {1.0, 0.5, 2.0};
         std::vector<double> out(static_cast<std::size_t>(n));
         INFO("G " << size);
-        gdpo(rewards, weights, contiguous_groups(size), out);
+        gdpo(rewards, contiguous_groups(size), out, weighted(weights));
         CHECK(relative_error(out, reference::trl_gdpo(columns_of(rewards), weights, static_cast<std::size_t>(size))) < 1e-12);
         CHECK(out[2] == 0.0);
 
@@ -60,9 +76,9 @@ TEST_CASE("gdpo matches TRL's normalize_then_sum and verl's gdpo", "[advantage][
         std::vector<std::int64_t> lengths(static_cast<std::size_t>(n));
         std::vector<double> length_values(static_cast<std::size_t>(n));
         for (Eigen::Index i = 0; i < n; ++i) length_values[i] = static_cast<double>(lengths[i] = 1 + (i * 11) % 29);
-        gdpo(clean, weights, contiguous_groups(size), out, {gdpo_flavour::verl}, lengths);
+        gdpo(clean, contiguous_groups(size), lengths, {}, out, weighted(weights, gdpo_flavour::verl));
         CHECK(relative_error(out, reference::verl_gdpo(columns_of(clean), weights, length_values, reference::contiguous_ids(n, size))) < 1e-9);
-        require_error_naming([&] { gdpo(rewards, weights, contiguous_groups(size), out, {gdpo_flavour::verl}, lengths); }, "NaN");
+        require_error_naming([&] { gdpo(rewards, contiguous_groups(size), lengths, {}, out, weighted(weights, gdpo_flavour::verl)); }, "NaN");
     }
 }
 
@@ -92,14 +108,14 @@ TEST_CASE("the GDPO collapse example: summed GRPO cannot tell (1,0) from (1,1), 
     row_matrix both(8, 2);
     both << x, y;
     std::vector<double> out(8);
-    gdpo(both, ones, contiguous_groups(4), out);
+    gdpo(both, contiguous_groups(4), out, weighted(ones));
     CHECK(out[4] > out[0]);
     CHECK(out[5] < out[1]);
     // One reward: GDPO = GRPO followed by a batch z-score.
     row_matrix single(8, 1);
     single << 1, 0, 0, 1, 1, 1, 0, 1;
     const std::vector<double> one_weight = {1.0};
-    gdpo(single, one_weight, contiguous_groups(4), out);
+    gdpo(single, contiguous_groups(4), out, weighted(one_weight));
     std::vector<double> flat = {1, 0, 0, 1, 1, 1, 0, 1}, grpo(8);
     group_normalize(flat, contiguous_groups(4), grpo, trl_column);
     const double mean = reference::mean_of(grpo), std = std::sqrt(reference::variance_of(grpo, 1));
@@ -114,11 +130,11 @@ TEST_CASE("sa_mrpo: γ = 0 is GDPO; saturation discounts an objective by (1 − 
     rewards(0, 1) = 0;
     const std::vector<double> weights = {1.0, 1.0}, lower = {0, 0}, upper = {1, 1};
     std::vector<double> sa(n), plain(n);
-    sa_mrpo(rewards, weights, lower, upper, contiguous_groups(8), sa, {0.0});
-    gdpo(rewards, weights, contiguous_groups(8), plain);
+    sa_mrpo(rewards, contiguous_groups(8), sa, {}, saturation(0.0, weights, lower, upper));
+    gdpo(rewards, contiguous_groups(8), plain, weighted(weights));
     CHECK(relative_error(sa, plain) < 1e-15);
-    std::vector<double> effective;
-    sa_mrpo(rewards, weights, lower, upper, contiguous_groups(8), sa, {0.5}, &effective);
+    std::vector<double> effective(2);
+    sa_mrpo(rewards, contiguous_groups(8), sa, effective, saturation(0.5, weights, lower, upper));
     double s0 = 0, s1 = 0;
     for (Eigen::Index i = 0; i < n; ++i) {
         s0 += rewards(i, 0) / n;
@@ -126,11 +142,11 @@ TEST_CASE("sa_mrpo: γ = 0 is GDPO; saturation discounts an objective by (1 − 
     }
     CHECK(effective[0] == Approx(std::pow(1 - s0, 0.5)));
     CHECK(effective[1] == Approx(std::pow(1 - s1, 0.5)));
-    gdpo(rewards, effective, contiguous_groups(8), plain);
+    gdpo(rewards, contiguous_groups(8), plain, weighted(effective));
     CHECK(relative_error(sa, plain) < 1e-15);
-    require_error_naming([&] { sa_mrpo(rewards, weights, upper, lower, contiguous_groups(8), sa); }, "must exceed lower");
+    require_error_naming([&] { sa_mrpo(rewards, contiguous_groups(8), sa, {}, saturation(0.5, weights, upper, lower)); }, "must exceed lower");
     const std::vector<double> short_bounds = {0};
-    require_error_naming([&] { sa_mrpo(rewards, weights, short_bounds, upper, contiguous_groups(8), sa); }, "bounds have lengths 1 and 2");
+    require_error_naming([&] { sa_mrpo(rewards, contiguous_groups(8), sa, {}, saturation(0.5, weights, short_bounds, upper)); }, "bounds have lengths 1 and 2");
 }
 
 TEST_CASE("bnpo matches its reference and reduces to REINFORCE and to GRPO × π/8", "[advantage][bnpo]") {
@@ -203,7 +219,7 @@ TEST_CASE("gepo: group entropy, EMA thresholds kept between steps, asymmetric at
     for (int step = 0; step < 4; ++step) {
         const auto advantages = random_values(static_cast<std::size_t>(n), 40 + step);
         row_matrix log_probs(n, T);
-        Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> mask(n, T);
+        row_matrix mask(n, T);  // the mask of the log-probs has their storage type
         std::vector<double> mask_values(static_cast<std::size_t>(n * T)), log_values(static_cast<std::size_t>(n * T));
         for (index_type i = 0; i < n; ++i) {
             const index_type length = (i / size == 5) ? 0 : 1 + static_cast<index_type>(generator() % T);  // group 5: no tokens
@@ -216,7 +232,7 @@ TEST_CASE("gepo: group entropy, EMA thresholds kept between steps, asymmetric at
             }
         }
         std::vector<double> out(static_cast<std::size_t>(n)), entropy(static_cast<std::size_t>(groups_count));
-        gepo(advantages, log_probs, mask, contiguous_groups(size), state, out, {}, entropy);
+        gepo(advantages, contiguous_groups(size), log_probs, mask, state, out, entropy);
         const auto expected =
             reference::gepo(advantages, log_values, mask_values, static_cast<std::size_t>(T), reference::contiguous_ids(n, size), reference_state);
         INFO("step " << step);
@@ -239,13 +255,13 @@ TEST_CASE("gepo: group entropy, EMA thresholds kept between steps, asymmetric at
     // In place, and bad parameters.
     const std::vector<double> advantages = {1, -1};
     row_matrix log_probs = row_matrix::Constant(2, 3, -1.0);
-    Eigen::Matrix<std::uint8_t, 2, 3, Eigen::RowMajor> mask = Eigen::Matrix<std::uint8_t, 2, 3, Eigen::RowMajor>::Ones();
+    row_matrix mask = row_matrix::Ones(2, 3);
     std::vector<double> out(2);
     gepo_options bad;
     bad.gamma = 0;
-    require_error_naming([&] { gepo(advantages, log_probs, mask, contiguous_groups(1), state, out, bad); }, "gamma");
+    require_error_naming([&] { gepo(advantages, contiguous_groups(1), log_probs, mask, state, out, {}, bad); }, "gamma");
     row_matrix short_log = row_matrix::Constant(1, 3, -1.0);
-    require_error_naming([&] { gepo(advantages, short_log, mask, contiguous_groups(1), state, out); }, "log_probs has 1 rows");
+    require_error_naming([&] { gepo(advantages, contiguous_groups(1), short_log, mask, state, out); }, "log_probs has 1 rows");
 }
 
 TEST_CASE("scrl: progress-aware correction and per-position population z-scores", "[advantage][scrl]") {

@@ -57,13 +57,13 @@ TEMPLATE_TEST_CASE("span_advantages assigns each span its position's advantage",
     test_matrix<TestType> table(rows, positions, position_values, 1), mask(rows, cols, mask_values), full(rows, cols, mask_full), out(rows, cols, 2);
     const auto response_values = stored<TestType>(random_values(rows, 702));
     const auto response = to_storage<TestType>(response_values);
-    credit::span_advantages(spans, table.view, mask.view, out.view);
+    credit::span_advantages(spans, table.view, mask.view, {}, out.view);
     CHECK(out.values() == reference::span_advantages(reference_spans, position_values, positions, mask_values, rows, cols, {}));
-    credit::span_advantages(spans, table.view, mask.view, out.view, credit::outside_span::response_advantage, response);
+    credit::span_advantages(spans, table.view, mask.view, response, out.view, {credit::outside_span::response_advantage});
     CHECK(out.values() == reference::span_advantages(reference_spans, position_values, positions, mask_values, rows, cols, response_values));
     CHECK(out.padding_untouched());
     // With every token valid, a span's advantages sum to |span|·A^(j).
-    credit::span_advantages(spans, table.view, full.view, out.view);
+    credit::span_advantages(spans, table.view, full.view, {}, out.view);
     for (const auto& s : spans) {
         double total = 0;
         for (index_type t = s.start; t < s.end; ++t) total += out.values()[s.sample * cols + t];
@@ -75,7 +75,7 @@ TEMPLATE_TEST_CASE("span_advantages assigns each span its position's advantage",
 TEST_CASE("span_advantages rejects bad span tables, naming them", "[credit][spans]") {
     std::vector<double> table(2 * 3, 1.0), mask(2 * 10, 1.0), out(2 * 10);
     const auto run = [&](std::vector<credit::span> spans) {
-        credit::span_advantages(spans, view(table.data(), 2, 3), view(mask.data(), 2, 10), view(out.data(), 2, 10));
+        credit::span_advantages(spans, view(table.data(), 2, 3), view(mask.data(), 2, 10), {}, view(out.data(), 2, 10));
     };
     require_error_naming([&] { run({{0, 0, 5, 0}, {0, 4, 8, 1}}); }, "overlap");
     require_error_naming([&] { run({{0, 0, 9, 0}, {0, 3, 3, 1}, {0, 5, 6, 1}}); }, "overlap");
@@ -86,8 +86,7 @@ TEST_CASE("span_advantages rejects bad span tables, naming them", "[credit][span
     require_error_naming([&] { run({{0, 0, 2, 3}}); }, "position");
     require_error_naming(
         [&] {
-            credit::span_advantages(std::vector<credit::span>{}, view(table.data(), 2, 3), view(mask.data(), 2, 10), view(out.data(), 2, 10),
-                                    credit::outside_span::response_advantage, std::vector<double>{1.0});
+            credit::span_advantages(std::vector<credit::span>{}, view(table.data(), 2, 3), view(mask.data(), 2, 10), std::vector<double>{1.0}, view(out.data(), 2, 10), {credit::outside_span::response_advantage});
         },
         "response_advantages");
     // Adjacent spans and empty spans are fine; a format-broken response (no spans) gets 0.
@@ -108,7 +107,7 @@ TEMPLATE_TEST_CASE("a2tgpo_advantages matches the reference", "[credit][turns]",
     for (double gamma : {1.0, 0.9}) {
         credit::a2tgpo_options options;
         options.gamma = gamma;
-        credit::a2tgpo_advantages(ig.view, count, group_ids, to_storage<TestType>(outcome_values), advantages.view, clip.view, options);
+        credit::a2tgpo_advantages(ig.view, count, normkit::group_ids(group_ids), to_storage<TestType>(outcome_values), advantages.view, clip.view, options);
         reference::turn_rows expected, expected_clip;
         reference::a2tgpo(turn_rows_of(ig_values, cols, count), ids, outcome_values, gamma, 0.3, 0.3, 0, 1e-6, expected, expected_clip);
         CHECK(relative_error(advantages.values(), table_of(expected, cols)) < tolerance_for<TestType>() * 4);
@@ -122,8 +121,7 @@ TEMPLATE_TEST_CASE("a2tgpo_advantages matches the reference", "[credit][turns]",
     }
     require_error_naming(
         [&] {
-            credit::a2tgpo_advantages(ig.view, std::vector<index_type>{3, 5, 5, 0, 2, 4, 7, 1, 5}, group_ids, to_storage<TestType>(outcome_values),
-                                      advantages.view);
+            credit::a2tgpo_advantages(ig.view, std::vector<index_type>{3, 5, 5, 0, 2, 4, 7, 1, 5}, normkit::group_ids(group_ids), to_storage<TestType>(outcome_values), advantages.view);
         },
         "turn_count[6]");
 }
@@ -136,7 +134,7 @@ TEST_CASE("a2tgpo: the accumulated advantage has variance ~1 at every depth for 
     std::vector<double> outcome(rows, 0.0), advantages(rows * turns);
     credit::a2tgpo_options options;
     options.alpha = 1.0;
-    credit::a2tgpo_advantages(view(ig.data(), rows, turns), count, ids, outcome, view(advantages.data(), rows, turns), {}, options);
+    credit::a2tgpo_advantages(view(ig.data(), rows, turns), count, normkit::group_ids(ids), outcome, view(advantages.data(), rows, turns), {}, options);
     for (index_type t = 0; t < turns; ++t) {
         double sum = 0, squares = 0;
         for (index_type i = 0; i < rows; ++i) sum += advantages[i * turns + t];
@@ -159,14 +157,14 @@ TEMPLATE_TEST_CASE("mapo_advantages and gtpo_advantages match the reference in e
         credit::mapo_options options;
         options.immediate_scope = scope;
         options.gamma = 0.8;
-        credit::mapo_advantages(rewards.view, count, group_ids, out.view, options);
+        credit::mapo_advantages(rewards.view, count, normkit::group_ids(group_ids), out.view, options);
         CHECK(relative_error(out.values(), table_of(reference::mapo(turns, ids, 0.5, 0.8, 1e-8, scope == credit::normalization_scope::batch), cols)) <
               tolerance_for<TestType>() * 4);
     }
     for (auto scope : {credit::gtpo_scope::all_turns, credit::gtpo_scope::turn_index}) {
         credit::gtpo_options options;
         options.scope = scope;
-        credit::gtpo_advantages(rewards.view, count, group_ids, out.view, options);
+        credit::gtpo_advantages(rewards.view, count, normkit::group_ids(group_ids), out.view, options);
         CHECK(relative_error(out.values(), table_of(reference::gtpo(turns, ids, 0.9, scope == credit::gtpo_scope::turn_index, 1, 1e-6), cols)) <
               tolerance_for<TestType>() * 4);
         CHECK(out.padding_untouched());
@@ -174,12 +172,12 @@ TEMPLATE_TEST_CASE("mapo_advantages and gtpo_advantages match the reference in e
     // A group of one row: every turn-index cell has one member, so A_turn = 0.
     credit::mapo_options options;
     options.alpha = 1.0;
-    credit::mapo_advantages(rewards.view, count, group_ids, out.view, options);
+    credit::mapo_advantages(rewards.view, count, normkit::group_ids(group_ids), out.view, options);
     for (index_type t = 0; t < cols; ++t) CHECK(out.values()[7 * cols + t] == 0.0);
-    require_error_naming([&] { credit::gtpo_advantages(rewards.view, count, std::vector<index_type>(3), out.view); }, "group_ids");
+    require_error_naming([&] { credit::gtpo_advantages(rewards.view, count, normkit::group_ids(std::vector<index_type>(3)), out.view); }, "group_ids");
     credit::gtpo_options bad;
     bad.gamma = -1;
-    require_error_naming([&] { credit::gtpo_advantages(rewards.view, count, group_ids, out.view, bad); }, "gamma");
+    require_error_naming([&] { credit::gtpo_advantages(rewards.view, count, normkit::group_ids(group_ids), out.view, bad); }, "gamma");
 }
 
 TEST_CASE("turns_to_tokens broadcasts per-turn values and rejects non-monotone turn indices", "[credit][turns]") {
@@ -205,19 +203,19 @@ TEMPLATE_TEST_CASE("discounted_returns and GAE carry through masked tokens as ve
             returns(rows, cols, 2), advantages(rows, cols), gae_returns(rows, cols);
         for (double gamma : {1.0, 0.95}) {
             INFO("cols " << cols << " gamma " << gamma);
-            credit::discounted_returns(rewards.view, mask.view, gamma, returns.view);
+            credit::discounted_returns(rewards.view, mask.view, returns.view, {gamma});
             CHECK(relative_error(returns.values(), reference::discounted_returns(reward_values, mask_values, rows, cols, gamma), 1.0) <
                   tolerance_for<TestType>() * cols);
             CHECK(returns.padding_untouched());
             for (double lambda : {1.0, 0.9}) {
-                credit::generalized_advantage_estimation(rewards.view, values.view, mask.view, gamma, lambda, advantages.view, gae_returns.view);
+                credit::generalized_advantage_estimation(rewards.view, values.view, mask.view, advantages.view, gae_returns.view, {gamma, lambda});
                 const auto expected = reference::gae(reward_values, value_values, mask_values, rows, cols, gamma, lambda);
                 CHECK(relative_error(advantages.values(), expected, 1.0) < tolerance_for<TestType>() * cols * 2);
                 for (std::size_t k = 0; k < expected.size(); ++k)
                     CHECK(gae_returns.values()[k] == Approx(mask_values[k] != 0 ? expected[k] + value_values[k] : 0.0).margin(tolerance_for<TestType>() * cols * 4));
             }
             // γ = λ = 1: GAE is the return minus the value.
-            credit::generalized_advantage_estimation(rewards.view, values.view, mask.view, gamma, 1.0, advantages.view);
+            credit::generalized_advantage_estimation(rewards.view, values.view, mask.view, advantages.view, {}, {gamma, 1.0});
             if (gamma == 1.0) {
                 for (std::size_t k = 0; k < mask_values.size(); ++k)
                     CHECK(advantages.values()[k] == Approx(mask_values[k] != 0 ? returns.values()[k] - value_values[k] : 0.0)
@@ -227,8 +225,8 @@ TEMPLATE_TEST_CASE("discounted_returns and GAE carry through masked tokens as ve
         for (index_type t = 0; t < cols; ++t) CHECK(returns.values()[2 * cols + t] == 0.0);  // the all-masked row
     }
     std::vector<double> x(4, 1.0), y(4);
-    require_error_naming([&] { credit::discounted_returns(view(x.data(), 2, 2), view(x.data(), 2, 2), -0.5, view(y.data(), 2, 2)); }, "gamma");
-    require_error_naming([&] { credit::generalized_advantage_estimation(view(x.data(), 2, 2), view(x.data(), 2, 2), view(x.data(), 2, 2), 1.0, NAN, view(y.data(), 2, 2)); },
+    require_error_naming([&] { credit::discounted_returns(view(x.data(), 2, 2), view(x.data(), 2, 2), view(y.data(), 2, 2), {-0.5}); }, "gamma");
+    require_error_naming([&] { credit::generalized_advantage_estimation(view(x.data(), 2, 2), view(x.data(), 2, 2), view(x.data(), 2, 2), view(y.data(), 2, 2), {}, {1.0, NAN}); },
                          "lambda");
-    require_error_naming([&] { credit::discounted_returns(view(x.data(), 2, 2), view(x.data(), 1, 4), 1.0, view(y.data(), 2, 2)); }, "rewards");
+    require_error_naming([&] { credit::discounted_returns(view(x.data(), 2, 2), view(x.data(), 1, 4), view(y.data(), 2, 2), {1.0}); }, "rewards");
 }

@@ -242,8 +242,7 @@ void check_otb(index_type cols, const std::vector<long>& ids, bool holes, bool i
         returns(rows, cols);
     test_matrix<T> weights(rows, cols, importance ? rho : std::vector<double>(rows * cols, 1.0));
     std::vector<index_type> group_ids(ids.begin(), ids.end());
-    credit::optimal_token_baseline(r.view, m.view, lp.view, s.view, importance ? matrix_view<const T>(weights.view) : matrix_view<const T>{},
-                                   group_ids, advantages.view, returns.view, options);
+    credit::optimal_token_baseline(r.view, m.view, lp.view, s.view, importance ? matrix_view<const T>(weights.view) : matrix_view<const T>{}, normkit::group_ids(group_ids), advantages.view, returns.view, options);
     const auto expected = reference::optimal_token_baseline(r.values(), mask_values, lp.values(), s.values(), importance ? weights.values() : std::vector<double>{},
                                                             ids, rows, cols, options.handle_zero_tail, options.compact, options.eps);
     // The baseline divides sums of products: float keeps ~1e-6 of the scale of G.
@@ -277,7 +276,7 @@ TEST_CASE("optimal_token_baseline properties", "[credit][otb]") {
     const auto v = [&](std::vector<double>& x) { return view(x.data(), rows, cols); };
     SECTION("equal W across samples: the baseline is the group mean of G_t") {
         const std::vector<index_type> ids = {5, 5, 5, 5};
-        credit::optimal_token_baseline(v(rewards), v(mask), v(log_p), v(sum_p2), {}, ids, v(advantages), v(returns));
+        credit::optimal_token_baseline(v(rewards), v(mask), v(log_p), v(sum_p2), {}, normkit::group_ids(ids), v(advantages), v(returns));
         for (index_type t = 0; t < cols; ++t) {
             double mean = 0;
             for (index_type i = 0; i < rows; ++i) mean += returns[i * cols + t] / rows;
@@ -286,27 +285,26 @@ TEST_CASE("optimal_token_baseline properties", "[credit][otb]") {
     }
     SECTION("singleton groups keep the return: A = G") {
         const std::vector<index_type> ids = {1, 2, 3, 4};
-        credit::optimal_token_baseline(v(rewards), v(mask), v(log_p), v(sum_p2), {}, ids, v(advantages), v(returns));
+        credit::optimal_token_baseline(v(rewards), v(mask), v(log_p), v(sum_p2), {}, normkit::group_ids(ids), v(advantages), v(returns));
         CHECK(advantages == returns);
     }
     SECTION("handle_zero_tail: the unique longest response keeps its return past the second-longest length") {
         for (index_type i = 1; i < rows; ++i)
             for (index_type t = 5; t < cols; ++t) mask[i * cols + t] = 0;
         const std::vector<index_type> ids = {5, 5, 5, 5};
-        credit::optimal_token_baseline(v(rewards), v(mask), v(log_p), v(sum_p2), {}, ids, v(advantages), v(returns));
+        credit::optimal_token_baseline(v(rewards), v(mask), v(log_p), v(sum_p2), {}, normkit::group_ids(ids), v(advantages), v(returns));
         for (index_type t = 5; t < cols; ++t) CHECK(advantages[t] == returns[t]);
         credit::optimal_token_baseline_options off;
         off.handle_zero_tail = false;
-        credit::optimal_token_baseline(v(rewards), v(mask), v(log_p), v(sum_p2), {}, ids, v(advantages), v(returns), off);
+        credit::optimal_token_baseline(v(rewards), v(mask), v(log_p), v(sum_p2), {}, normkit::group_ids(ids), v(advantages), v(returns), off);
         for (index_type t = 5; t < cols; ++t) CHECK(std::abs(advantages[t]) < 1e-6 * (1 + std::abs(returns[t])));
     }
     SECTION("bad input names the argument") {
-        require_error_naming([&] { credit::optimal_token_baseline(v(rewards), v(mask), v(log_p), v(sum_p2), {}, std::vector<index_type>{1}, v(advantages)); },
+        require_error_naming([&] { credit::optimal_token_baseline(v(rewards), v(mask), v(log_p), v(sum_p2), {}, normkit::group_ids(std::vector<index_type>{1}), v(advantages)); },
                              "group_ids");
         require_error_naming(
             [&] {
-                credit::optimal_token_baseline(v(rewards), v(mask), view(log_p.data(), cols, rows), v(sum_p2), {}, std::vector<index_type>(rows),
-                                               v(advantages));
+                credit::optimal_token_baseline(v(rewards), v(mask), view(log_p.data(), cols, rows), v(sum_p2), {}, normkit::group_ids(std::vector<index_type>(rows)), v(advantages));
             },
             "old_log_prob");
     }
@@ -322,7 +320,7 @@ TEMPLATE_TEST_CASE("top_entropy_mask keeps the tokens at or above the (1 - rho) 
     test_matrix<TestType> entropy(rows, cols, entropy_values, 1), mask(rows, cols, mask_values), keep(rows, cols, 2);
     const double valid = std::count(mask_values.begin(), mask_values.end(), 1.0);
     for (double rho : {0.0, 0.2, 0.5, 0.8, 1.0}) {
-        credit::top_entropy_mask(entropy.view, mask.view, rho, keep.view);
+        credit::top_entropy_mask(entropy.view, mask.view, keep.view, {rho});
         const auto kept = keep.values();
         CHECK(kept == reference::top_entropy_mask(entropy.values(), mask_values, rho));
         const double count = std::count(kept.begin(), kept.end(), 1.0);
@@ -333,9 +331,9 @@ TEMPLATE_TEST_CASE("top_entropy_mask keeps the tokens at or above the (1 - rho) 
     }
     std::vector<double> none(rows * cols, 0.0);
     test_matrix<TestType> no_mask(rows, cols, none);
-    credit::top_entropy_mask(entropy.view, no_mask.view, 0.5, keep.view);
+    credit::top_entropy_mask(entropy.view, no_mask.view, keep.view, {0.5});
     CHECK(keep.values() == none);
-    require_error_naming([&] { credit::top_entropy_mask(entropy.view, mask.view, 1.5, keep.view); }, "rho");
+    require_error_naming([&] { credit::top_entropy_mask(entropy.view, mask.view, keep.view, {1.5}); }, "rho");
 }
 
 TEMPLATE_TEST_CASE("hapo_entropy_signal matches the reference in both sign conventions", "[credit][hapo]", float, double) {
@@ -366,7 +364,7 @@ TEMPLATE_TEST_CASE("hapo_token_advantages: token-weighted group z-scores with th
     const std::vector<index_type> group_ids(ids.begin(), ids.end());
     const auto score_values = stored<TestType>(random_values(rows, 601));
     test_matrix<TestType> mask(rows, cols, mask_values), out(rows, cols, 1);
-    credit::hapo_token_advantages(to_storage<TestType>(score_values), mask.view, group_ids, out.view);
+    credit::hapo_token_advantages(to_storage<TestType>(score_values), normkit::group_ids(group_ids), mask.view, out.view);
     CHECK(relative_error(out.values(), reference::hapo_token_advantages(score_values, mask_values, ids, rows, cols, 1e-6)) <
           token_tolerance<TestType>() * 4);
     SECTION("a short outlier among long responses triggers the fallback to GRPO") {
@@ -374,20 +372,20 @@ TEMPLATE_TEST_CASE("hapo_token_advantages: token-weighted group z-scores with th
         m[0] = 1;
         for (index_type t = 0; t < 100; ++t) m[100 + t] = m[200 + t] = 1;
         test_matrix<TestType> mk(3, 100, m), o(3, 100);
-        credit::hapo_token_advantages(to_storage<TestType>(s), mk.view, std::vector<index_type>{4, 4, 4}, o.view);
+        credit::hapo_token_advantages(to_storage<TestType>(s), normkit::group_ids(std::vector<index_type>{4, 4, 4}), mk.view, o.view);
         const double mean = 1.0 / 3, sd = std::sqrt((4.0 / 9 + 2.0 / 9) / 2);
         CHECK(o.values()[0] == Approx((1 - mean) / (sd + 1e-6)).epsilon(1e-6));
         CHECK(o.values()[100] == Approx(-mean / (sd + 1e-6)).epsilon(1e-6));
         CHECK(relative_error(o.values(), reference::hapo_token_advantages(s, m, {4, 4, 4}, 3, 100, 1e-6)) < token_tolerance<TestType>() * 4);
     }
-    require_error_naming([&] { credit::hapo_token_advantages(to_storage<TestType>(score_values), mask.view, std::vector<index_type>(3), out.view); },
+    require_error_naming([&] { credit::hapo_token_advantages(to_storage<TestType>(score_values), normkit::group_ids(std::vector<index_type>(3)), mask.view, out.view); },
                          "group_ids");
 }
 
 TEST_CASE("hapo clip ranges and differential advantage redistribution", "[credit][hapo]") {
     const index_type rows = 1, cols = 6;
     std::vector<double> signal = {0.5, -0.5, 0.0, 1.0, -1.0, 0.3}, low(cols), high(cols);
-    credit::hapo_clip_ranges(view(signal.data(), rows, cols), 0.2, 0.28, view(low.data(), rows, cols), view(high.data(), rows, cols));
+    credit::hapo_clip_ranges(view(signal.data(), rows, cols), view(low.data(), rows, cols), view(high.data(), rows, cols), {0.2, 0.28});
     for (index_type t = 0; t < cols; ++t) {
         const double h = signal[t];
         CHECK(low[t] == Approx(h <= 0 ? 0.2 * (1 - h) : 0.2));
@@ -395,14 +393,13 @@ TEST_CASE("hapo clip ranges and differential advantage redistribution", "[credit
     }
     // Ratios inside and outside the neutral band (1 − ε_L/2, 1 + ε_H/2).
     std::vector<double> advantages = {2, 2, 2, -1, -1, 3}, ratio = {1.0, 1.0, 1.5, 0.5, 1.05, 1.0}, mask = {1, 1, 1, 1, 1, 0}, out(cols);
-    credit::hapo_redistribute(view(advantages.data(), rows, cols), view(signal.data(), rows, cols), view(ratio.data(), rows, cols),
-                              view(low.data(), rows, cols), view(high.data(), rows, cols), view(mask.data(), rows, cols), view(out.data(), rows, cols));
+    credit::hapo_redistribute(view(advantages.data(), rows, cols), view(signal.data(), rows, cols), view(ratio.data(), rows, cols), view(low.data(), rows, cols), view(high.data(), rows, cols), view(mask.data(), rows, cols), view(out.data(), rows, cols));
     CHECK(out[0] == 2.0);                       // h > 0, inside: unchanged
     CHECK(out[1] == Approx(2 * (1 - 0.5)));     // h ≤ 0, inside: scaled
     CHECK(out[2] == 2.0);                       // h = 0, outside: unchanged
     CHECK(out[3] == Approx(-1 * (1 + 1.0)));    // h > 0, outside: scaled
     CHECK(out[4] == Approx(-1 * (1 - 1.0)));    // h ≤ 0, inside: scaled (to 0)
     CHECK(out[5] == 0.0);                       // masked
-    require_error_naming([&] { credit::hapo_clip_ranges(view(signal.data(), rows, cols), -0.2, 0.28, view(low.data(), rows, cols), view(high.data(), rows, cols)); },
+    require_error_naming([&] { credit::hapo_clip_ranges(view(signal.data(), rows, cols), view(low.data(), rows, cols), view(high.data(), rows, cols), {-0.2, 0.28}); },
                          "clip_low");
 }

@@ -18,6 +18,13 @@ using namespace normkit::testing;
 
 namespace {
 
+credit::logits_options logits_with(double temperature, int threads = 1) {
+    credit::logits_options options;
+    options.temperature = temperature;
+    options.threads = threads;
+    return options;
+}
+
 double largest_difference(const std::vector<float>& ours, const torch::Tensor& theirs, double scale) {
     const auto contiguous = theirs.to(torch::kFloat32).contiguous();
     const float* data = contiguous.data_ptr<float>();
@@ -47,8 +54,8 @@ TEST_CASE("logits_statistics and logits_backward agree with libtorch log_softmax
                 if (v != tokens[i] && uniform(generator) < s.masked) z[i * s.vocabulary + v] = -std::numeric_limits<float>::infinity();
         std::vector<float> lse(s.rows), log_p(s.rows), entropy(s.rows), squares(s.rows), g(s.rows), gradient(z.size());
         for (index_type i = 0; i < s.rows; ++i) g[i] = static_cast<float>(i % 3) - 0.5f;
-        credit::logits_statistics(view(z.data(), s.rows, s.vocabulary), tokens, lse, log_p, entropy, squares, {s.temperature});
-        credit::logits_backward(view(z.data(), s.rows, s.vocabulary), tokens, g, {}, view(gradient.data(), s.rows, s.vocabulary), {s.temperature});
+        credit::logits_statistics(view(z.data(), s.rows, s.vocabulary), tokens, log_p, entropy, squares, lse, logits_with(s.temperature));
+        credit::logits_backward(g, view(z.data(), s.rows, s.vocabulary), tokens, view(gradient.data(), s.rows, s.vocabulary), {}, logits_with(s.temperature));
 
         const auto logits = torch::from_blob(z.data(), {s.rows, s.vocabulary}, torch::kFloat32).clone().set_requires_grad(true);
         const auto y = torch::from_blob(tokens.data(), {s.rows, 1}, torch::kInt64);
@@ -78,7 +85,7 @@ TEST_CASE("logits_statistics on bf16 logits agrees with libtorch on the same bf1
     std::vector<Eigen::bfloat16> z = to_storage<Eigen::bfloat16>(values);
     std::vector<index_type> tokens = {0, 1, 4999, 17, 2500, 3};
     std::vector<float> log_p(rows), entropy(rows);
-    credit::logits_statistics(view(z.data(), rows, vocabulary), tokens, {}, log_p, entropy);
+    credit::logits_statistics(view(z.data(), rows, vocabulary), tokens, log_p, entropy);
     const auto logits = torch::from_blob(z.data(), {rows, vocabulary}, torch::kBFloat16).to(torch::kFloat32);
     const auto lp = torch::log_softmax(logits, -1);
     const auto y = torch::from_blob(tokens.data(), {rows, 1}, torch::kInt64);

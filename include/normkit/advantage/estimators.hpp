@@ -17,7 +17,8 @@
 //                  Negative Reinforcement", W-REINFORCE, λ = 0.1)
 //   dna_train      each pair of groups (real, counterfactual) rescaled to equal Σ|A|:
 //                  S* = (S_R + S_CF)/2, A ← A·S*/S per group     (arXiv 2512.24271)
-//   broadcast_to_tokens   A[i, t] = A_i·m[i, t], the per-token form every framework trains on
+// The per-token form every framework trains on, A[i, t] = A_i where m[i, t] ≠ 0, is
+// credit::broadcast_advantages (credit/broadcast.hpp), the library's one broadcast.
 //
 // Conventions and degenerate results:
 // - Everything goes through group_normalize (see its header for the statistics, NaN and
@@ -30,9 +31,12 @@
 //   already the ±1 outcome values and the advantage is the reward itself, positive ones scaled
 //   by λ; λ = 1 is plain REINFORCE, λ = 0 is NSR only.
 // - dna_train assumption: the batch is laid out as consecutive pairs of groups of G samples
-//   (real first, counterfactual second); a side whose Σ|A| is 0 stays 0.
+//   (real first, counterfactual second, G = options.group_size); a side whose Σ|A| is 0 stays 0.
+// - Settings that are not learned (λ of w_reinforce, G of dna_train, the group-of-one rule of
+//   dr_grpo) are fields of options structs; options with threads inherit execution_options.
 #pragma once
 
+#include "detail/inputs.hpp"
 #include "group_normalize.hpp"
 
 #include <algorithm>
@@ -42,42 +46,16 @@
 
 namespace normkit::advantage {
 
-namespace detail {
 
-template <class X>
-auto const_vector(const X& x) {
-    const auto data = as_vector(x);
-    return vector_view<const std::remove_const_t<typename decltype(data)::value_type>>(data);
-}
-
-template <class X>
-auto mutable_vector(X&& x) {
-    auto data = as_vector(std::forward<X>(x));
-    using O = typename decltype(data)::value_type;
-    static_assert(!std::is_const_v<O>, "an output must be writable");
-    static_assert(std::is_same_v<O, float> || std::is_same_v<O, double>, "outputs hold float or double");
-    return data;
-}
-
-template <class Rewards>
-auto inputs_of(const Rewards& rewards, const groups& grouping) {
-    const auto data = const_vector(rewards);
-    using T = std::remove_const_t<typename decltype(data)::value_type>;
-    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "rewards must be float or double");
-    reward_inputs<T> inputs;
-    inputs.rewards = data;
-    inputs.grouping = grouping;
-    return inputs;
-}
-
-}  // namespace detail
-
-struct grpo_options {
+struct grpo_options : execution_options {
     bool scale_by_std = true;  // verl norm_adv_by_std_in_grpo; false gives Dr. GRPO
     double eps = 1e-6;         // added to σ
     int ddof = 1;
     singleton_policy singleton = singleton_policy::keep_raw;
-    int threads = 1;
+};
+
+struct dr_grpo_options : execution_options {
+    singleton_policy singleton = singleton_policy::keep_raw;  // verl: a group of one keeps its raw reward
 };
 
 inline group_normalize_options grpo_normalization(const grpo_options& options) {
@@ -96,11 +74,12 @@ void grpo(const Rewards& rewards, const groups& grouping, Output&& output, const
 }
 
 template <class Rewards, class Output>
-void dr_grpo(const Rewards& rewards, const groups& grouping, Output&& output, singleton_policy singleton = singleton_policy::keep_raw) {
-    grpo_options options;
-    options.scale_by_std = false;
-    options.singleton = singleton;
-    grpo(rewards, grouping, std::forward<Output>(output), options);
+void dr_grpo(const Rewards& rewards, const groups& grouping, Output&& output, const dr_grpo_options& options = {}) {
+    grpo_options settings;
+    settings.scale_by_std = false;
+    settings.singleton = options.singleton;
+    settings.threads = options.threads;
+    grpo(rewards, grouping, std::forward<Output>(output), settings);
 }
 
 struct rloo_options {
@@ -226,8 +205,13 @@ index_type dapo_filter(const Rewards& rewards, const groups& grouping, vector_vi
     return kept;
 }
 
+struct w_reinforce_options {
+    double positive_weight = 0.1;  // λ ≥ 0: W-REINFORCE's weight of positive samples (1: REINFORCE, 0: NSR only)
+};
+
 template <class Rewards, class Output>
-void w_reinforce(const Rewards& rewards, Output&& output, double positive_weight = 0.1) {
+void w_reinforce(const Rewards& rewards, Output&& output, const w_reinforce_options& options = {}) {
+    const double positive_weight = options.positive_weight;
     const auto data = detail::const_vector(rewards);
     auto out = detail::mutable_vector(std::forward<Output>(output));
     using O = typename decltype(out)::value_type;
@@ -239,9 +223,14 @@ void w_reinforce(const Rewards& rewards, Output&& output, double positive_weight
     }
 }
 
+struct dna_train_options {
+    index_type group_size = 0;  // G > 0 (required): the size of each real and each counterfactual group
+};
+
 // advantages holds consecutive pairs of groups of group_size: [real | counterfactual], [real | counterfactual], ...
 template <class Advantages, class Output>
-void dna_train(const Advantages& advantages, index_type group_size, Output&& output) {
+void dna_train(const Advantages& advantages, Output&& output, const dna_train_options& options) {
+    const index_type group_size = options.group_size;
     const auto data = detail::const_vector(advantages);
     auto out = detail::mutable_vector(std::forward<Output>(output));
     using O = typename decltype(out)::value_type;
@@ -263,17 +252,6 @@ void dna_train(const Advantages& advantages, index_type group_size, Output&& out
             out[pair + group_size + j] = static_cast<O>(static_cast<double>(data[pair + group_size + j]) * counterfactual_scale);
         }
     }
-}
-
-// A[i, t] = A_i · m[i, t] into a caller [n × T] matrix.
-template <class Advantages, class O>
-void broadcast_to_tokens(const Advantages& advantages, matrix_view<const std::uint8_t> token_mask, matrix_view<O> output) {
-    const auto data = detail::const_vector(advantages);
-    core::require(token_mask.rows == data.size, "token_mask has ", token_mask.rows, " rows but advantages has length ", data.size);
-    core::require_same_shape("output", output, "token_mask", token_mask);
-    for (index_type i = 0; i < output.rows; ++i)
-        for (index_type t = 0; t < output.cols; ++t)
-            output(i, t) = token_mask(i, t) ? static_cast<O>(data[i]) : O(0);
 }
 
 }  // namespace normkit::advantage

@@ -1,6 +1,6 @@
 // GEPO: Group Entropy-controlled Policy Optimization (Cheng et al., arXiv 2607.16850),
 // as transcribed by the third-party implementation mann1x/omnimergekit
-// scripts/gepo_trainer.py (seed-formulas §2; the paper text was not seen).
+// scripts/gepo_trainer.py (the paper text was not seen).
 //
 //   H_g = −Σ_{i∈g} Σ_t m_{i,t}·log π(y_{i,t}) / Σ_{i∈g} Σ_t m_{i,t}      group entropy (Eq. 4)
 //   Ĥ_low = μ_H − β_low·σ_H,  Ĥ_high = μ_H + β_high·σ_H                  (Eq. 8–9; σ_H population,
@@ -17,7 +17,10 @@
 //   the thresholds after that call's update.
 // - A group with no valid token has no entropy: it is left out of μ_H, σ_H and is not shaped.
 //   With no group having tokens, the state is unchanged and nothing is shaped.
-// - The advantages come in (from grpo, say) and the shaped ones go out; they may be the same memory.
+// - The advantages come in (from grpo, say) with their groups, then the log-probs [n × T] and
+//   their mask (of the log-probs' storage type, nonzero = valid); the state is read and written
+//   (the first output), the shaped advantages go out (they may be the same memory as the input),
+//   and group_entropy (optional, {}) receives H_g (0 for a group without tokens).
 // - α_high < α_low is the paper's requirement (length collapse otherwise); it is not enforced,
 //   every parameter is an option.
 #pragma once
@@ -47,8 +50,8 @@ struct gepo_state {
 namespace detail {
 
 template <class A, class L, class O>
-void gepo(vector_view<const A> advantages, matrix_view<const L> log_probs, matrix_view<const std::uint8_t> token_mask,
-          const groups& grouping, gepo_state& state, vector_view<O> out, const gepo_options& options, vector_view<double> group_entropy) {
+void gepo(vector_view<const A> advantages, const groups& grouping, matrix_view<const L> log_probs, matrix_view<const L> token_mask,
+          gepo_state& state, vector_view<O> out, vector_view<double> group_entropy, const gepo_options& options) {
     const index_type n = advantages.size;
     core::require(out.size == n, "output has length ", out.size, " but advantages has length ", n);
     core::require_data("log_probs", log_probs);
@@ -67,7 +70,7 @@ void gepo(vector_view<const A> advantages, matrix_view<const L> log_probs, matri
         double sum = 0, tokens = 0;
         layout.for_members(g, [&](index_type i) {
             for (index_type t = 0; t < log_probs.cols; ++t)
-                if (token_mask(i, t)) {
+                if (token_mask(i, t) != L(0)) {
                     sum += static_cast<double>(log_probs(i, t));
                     tokens += 1;
                 }
@@ -106,15 +109,14 @@ void gepo(vector_view<const A> advantages, matrix_view<const L> log_probs, matri
 
 }  // namespace detail
 
-// advantages (n), log_probs and token_mask [n × T]; group_entropy (optional) receives H_g (0 for a group without tokens).
+// advantages (n) and their groups, log_probs and mask [n × T]; state in and out; shaped advantages out.
 template <class Advantages, class LogProbs, class Mask, class Output>
-void gepo(const Advantages& advantages, const LogProbs& log_probs, const Mask& token_mask, const groups& grouping, gepo_state& state,
-          Output&& output, const gepo_options& options = {}, vector_view<double> group_entropy = {}) {
-    const auto log_view = view(log_probs);
-    const auto mask_view = view(token_mask);
-    using L = std::remove_const_t<typename decltype(log_view)::value_type>;
-    detail::gepo(detail::const_vector(advantages), matrix_view<const L>(log_view), matrix_view<const std::uint8_t>(mask_view), grouping, state,
-                 detail::mutable_vector(std::forward<Output>(output)), options, group_entropy);
+void gepo(const Advantages& advantages, const groups& grouping, const LogProbs& log_probs, const Mask& mask, gepo_state& state,
+          Output&& output, vector_view<double> group_entropy = {}, const gepo_options& options = {}) {
+    using L = element_t<LogProbs>;
+    static_assert(same_storage_v<L, Mask>, "gepo: the mask has the log-probs' storage type");
+    detail::gepo(detail::const_vector(advantages), grouping, matrix_view<const L>(view(log_probs)), matrix_view<const L>(view(mask)), state,
+                 detail::mutable_vector(std::forward<Output>(output)), group_entropy, options);
 }
 
 }  // namespace normkit::advantage

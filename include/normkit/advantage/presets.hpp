@@ -1,6 +1,7 @@
 // Presets: group_normalize options that reproduce each framework's arithmetic
-// (snapshots in rl-framework-conventions.md §0: verl 1dda039b9c63, TRL f2cd57710ae3,
-// OpenRLHF 3c3be6234e0c). docs/advantage.md tabulates them side by side.
+// (snapshots read: verl 1dda039b9c63 verl/trainer/ppo/core_algos.py, TRL f2cd57710ae3
+// trl/trainer/grpo_trainer.py, OpenRLHF 3c3be6234e0c openrlhf/trainer/ppo_utils/experience_maker.py).
+// docs/advantage.md tabulates them side by side.
 //
 //   preset                        center        scale        ddof  eps placement      group of one  NaN      after
 //   verl_grpo()                   group mean    group std    1     σ + 1e-6           keep raw      error    —

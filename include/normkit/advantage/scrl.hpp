@@ -1,4 +1,4 @@
-// SCRL: Subproblem Curriculum RL (Jiang et al., arXiv 2605.22074, §3.2 Eq. 2–4, App. B.3).
+// SCRL: Subproblem Curriculum RL (Jiang et al., arXiv 2605.22074, Sec. 3.2 Eq. 2–4, App. B.3).
 //
 //   k_i = max{ j ∈ 0..K : r_i^(1) = … = r_i^(j) = 1 }                 progress (Eq. 2)
 //   R_i^(j) = r_i^(j) if j ≤ k_i, else 0                               progress-aware correction (Eq. 3)
@@ -17,7 +17,6 @@
 #pragma once
 
 #include "estimators.hpp"
-#include "returns.hpp"
 
 #include <cmath>
 #include <vector>

@@ -1,23 +1,36 @@
-// Discounted returns and GAE over [B × T] token rewards, mask-aware as
-// verl-new (core_algos.py `reinforce_plus_plus` and `gae`, conventions §1.1).
+// Discounted returns and GAE over [B × T] token rewards, mask-aware as verl
+// (verl/trainer/ppo/core_algos.py `compute_reinforce_plus_plus_outcome_advantage`
+// and `compute_gae_advantage_return`), and the one masked backward recursion
+// every discounted sum of the library runs (advantage::reinforce_pp and
+// remax, the turn returns of credit/turns.hpp).
 //
-// Masked tokens (m = 0) are observation tokens inside a multi-turn response:
-// the recursions pass through them unchanged, so a valid token's return skips
-// the observations between it and the next valid token.
+//   recursion        G_t = x_t + c·G_{t+1} over valid t (x, c per caller, below)
+//   discounted_returns (REINFORCE++ returns):  x_t = r_t, c = γ
+//   generalized_advantage_estimation (Schulman et al. 2016, "High-Dimensional Continuous
+//     Control Using Generalized Advantage Estimation"):
+//                    x_t = δ_t = r_t + γ·V_{next valid} − V_t, c = γλ; returns R_t = A_t + V_t
 //
-// discounted_returns (REINFORCE++ returns):
-//   valid t:  G_t = r_t + γ·G_{next valid}        masked t: G_t = 0, the carry is untouched
-//   (verl-old reset the carry to 0 after a masked token instead.)
-// generalized_advantage_estimation (Schulman et al. 2016):
-//   valid t:  δ_t = r_t + γ·V_{next valid} − V_t,  A_t = δ_t + γλ·A_{next valid}
-//   (V and A beyond the last valid token are 0), returns R_t = A_t + V_t
-//   masked t: A_t = R_t = 0 here. verl leaves the carried value in A and R at
-//   masked positions, which every consumer multiplies by the mask; the values
-//   at valid tokens are identical.
-// Masked positions of rewards and values are not read. No whitening: the batch
-// whitening verl applies after GAE is a normalizer (the advantage module's).
-// γ and λ: any non-negative finite value (γ > 1 is legal if unusual);
-// negative or non-finite → normkit::error naming it. An all-masked row gets 0.
+// Masked tokens (m = 0) are observation tokens inside a multi-turn response.
+// Two rules for them, as the two verl snapshots differ:
+// - return_mask_rule::carry (verl-new, the default): the recursion passes
+//   through a masked position unchanged: no reward is added and no discount
+//   applied, so a valid token's return skips the observations between it and
+//   the next valid token. The stored return there is 0.
+// - return_mask_rule::reset (verl-old): G_t = r_t + γ·G_{t+1} is stored at every
+//   position (a masked reward is read), then the running return is cut to 0
+//   after a masked token.
+// GAE always carries: V and A beyond the last valid token are 0, and A_t =
+// R_t = 0 at masked positions (verl leaves the carried value there, which every
+// consumer multiplies by the mask; the values at valid tokens are identical).
+// No whitening: the batch whitening verl applies after GAE is a normalizer
+// (advantage::reinforce_pp, advantage::group_normalize).
+//
+// Conventions:
+// - γ and λ lie in [0, 1], the one rule for every discount of the library;
+//   outside, or not finite → normkit::error naming it. An all-masked row gets 0.
+// - Masks: nonzero = valid, of the rewards' storage type (float or double); the
+//   rewards, values, advantages and returns share that type.
+// - Arithmetic in double; returns of GAE are optional ({}).
 #pragma once
 
 #include "token_data.hpp"
@@ -26,63 +39,43 @@
 
 namespace normkit::credit {
 
+enum class return_mask_rule { carry, reset };
+
+struct discounted_returns_options {
+    double gamma = 1.0;                                    // verl's default γ
+    return_mask_rule mask_rule = return_mask_rule::carry;  // verl-new
+};
+
+struct gae_options {
+    double gamma = 1.0;   // verl's default γ
+    double lambda = 1.0;  // verl's default λ (lam)
+};
+
 namespace detail {
-
 template <class T>
-void discounted_returns(matrix_view<const T> rewards, matrix_view<const T> mask, double gamma, matrix_view<T> returns) {
-    core::require_data("mask", mask);
-    require_token_matrix("rewards", rewards, "mask", mask);
-    require_token_matrix("returns", returns, "mask", mask);
-    core::require(std::isfinite(gamma) && gamma >= 0, "gamma must be non-negative and finite, got ", gamma);
-    for (index_type i = 0; i < mask.rows; ++i) {
-        double running = 0;
-        for (index_type t = mask.cols - 1; t >= 0; --t) {
-            double value = 0;
-            if (is_valid(mask(i, t))) value = running = static_cast<double>(core::to_compute(rewards(i, t))) + gamma * running;
-            returns(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(value));
-        }
-    }
-}
-
+void discounted_returns(matrix_view<const T> rewards, matrix_view<const T> mask, matrix_view<T> returns, const discounted_returns_options& options);
 template <class T>
-void generalized_advantage_estimation(matrix_view<const T> rewards, matrix_view<const T> values, matrix_view<const T> mask, double gamma,
-                                      double lambda, matrix_view<T> advantages, matrix_view<T> returns) {
-    core::require_data("mask", mask);
-    require_token_matrix("rewards", rewards, "mask", mask);
-    require_token_matrix("values", values, "mask", mask);
-    require_token_matrix("advantages", advantages, "mask", mask);
-    if (!returns.empty()) require_token_matrix("returns", returns, "mask", mask);
-    core::require(std::isfinite(gamma) && gamma >= 0, "gamma must be non-negative and finite, got ", gamma);
-    core::require(std::isfinite(lambda) && lambda >= 0, "lambda must be non-negative and finite, got ", lambda);
-    for (index_type i = 0; i < mask.rows; ++i) {
-        double next_value = 0, last_advantage = 0;
-        for (index_type t = mask.cols - 1; t >= 0; --t) {
-            double advantage = 0, value = 0;
-            if (is_valid(mask(i, t))) {
-                value = static_cast<double>(core::to_compute(values(i, t)));
-                const double delta = static_cast<double>(core::to_compute(rewards(i, t))) + gamma * next_value - value;
-                advantage = last_advantage = delta + gamma * lambda * last_advantage;
-                next_value = value;
-            }
-            advantages(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(advantage));
-            if (!returns.empty()) returns(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(advantage + value));
-        }
-    }
-}
-
+void generalized_advantage_estimation(matrix_view<const T> rewards, matrix_view<const T> values, matrix_view<const T> mask, matrix_view<T> advantages,
+                                      matrix_view<T> returns, const gae_options& options);
 }  // namespace detail
 
 // Returns [B × T] of the token rewards, discounted by γ over valid tokens.
-template <class Tokens, class Output>
-void discounted_returns(const Tokens& rewards, const Tokens& mask, double gamma, Output&& returns) {
-    detail::discounted_returns<element_t<Output>>(view(rewards), view(mask), gamma, view(returns));
+template <class Rewards, class Mask, class Returns>
+void discounted_returns(const Rewards& rewards, const Mask& mask, Returns&& returns, const discounted_returns_options& options = {}) {
+    using T = element_t<Returns>;
+    static_assert(same_storage_v<T, Rewards, Mask>, "discounted_returns: rewards, mask and returns must share a storage type");
+    detail::discounted_returns<T>(view(rewards), view(mask), view(returns), options);
 }
 
-// GAE advantages [B × T] and (optional) returns A + V.
-template <class Tokens, class Output>
-void generalized_advantage_estimation(const Tokens& rewards, const Tokens& values, const Tokens& mask, double gamma, double lambda,
-                                      Output&& advantages, matrix_view<element_t<Output>> returns = {}) {
-    detail::generalized_advantage_estimation<element_t<Output>>(view(rewards), view(values), view(mask), gamma, lambda, view(advantages), returns);
+// GAE advantages [B × T] and (optional, {}) returns A + V.
+template <class Rewards, class Values, class Mask, class Advantages>
+void generalized_advantage_estimation(const Rewards& rewards, const Values& values, const Mask& mask, Advantages&& advantages,
+                                      matrix_t<Advantages> returns = {}, const gae_options& options = {}) {
+    using T = element_t<Advantages>;
+    static_assert(same_storage_v<T, Rewards, Values, Mask>, "generalized_advantage_estimation: all token matrices must share a storage type");
+    detail::generalized_advantage_estimation<T>(view(rewards), view(values), view(mask), view(advantages), returns, options);
 }
 
 }  // namespace normkit::credit
+
+#include "detail/returns.hpp"

@@ -1,24 +1,30 @@
 // Shared pieces of the token-credit kernels: the shape checks for [B × T]
-// token matrices, masks, group ids and turn tables, and the one standardizer
-// every per-group z-score here goes through.
+// token matrices, masks and turn tables, and the one standardizer every
+// per-group z-score here goes through.
 //
 // Conventions used by every credit header:
-// - A token (i, t) is valid when mask(i, t) ≠ 0; masks hold 0/1 (any nonzero
-//   counts as 1). Masked positions of the inputs are never read for their
-//   values, so they may hold anything (NaN, −inf, padding garbage).
-// - Group ids are arbitrary integers (verl's uid); rows with the same id form a
-//   group, in order of first appearance. Token-level data are float or double;
-//   the arithmetic is double (these kernels are O(B·T), the logits are O(T·V)).
-// - standardize(): mean by a shifted sum, so a set of equal values has mean
-//   equal to them exactly and z = 0 exactly; one value, or zero spread, gives 0.
+// - A token (i, t) is valid when mask(i, t) ≠ 0 (docs/api.md: nonzero = valid;
+//   only "nonzero" counts, the value is never a weight). The mask has the
+//   storage type of the token data it masks. Masked positions of the inputs are
+//   never read for their values, so they may hold anything (NaN, −inf, padding
+//   garbage).
+// - Groups of responses are a normkit::groups: contiguous_groups(G) or
+//   group_ids(ids) (verl's uid: any non-negative integers, any order; groups are
+//   numbered by first appearance, members in row order). Token-level data are
+//   float or double; the arithmetic is double (these kernels are O(B·T), the
+//   logits are O(T·V)).
+// - standardize(): the centred two-pass moments of core::two_pass_moments; a
+//   set of equal values, or of one value, is degenerate and standardizes to 0
+//   exactly.
 #pragma once
 
 #include "../core/error.hpp"
+#include "../core/groups.hpp"
+#include "../core/moments.hpp"
 #include "../core/types.hpp"
 #include "../core/view.hpp"
 
 #include <cmath>
-#include <unordered_map>
 #include <vector>
 
 namespace normkit::credit::detail {
@@ -40,47 +46,37 @@ void require_per_sample(const char* name, const vector_view<T>& values, index_ty
                   " samples");
 }
 
-// Dense group numbers for arbitrary ids, in order of first appearance.
-struct group_table {
-    std::vector<index_type> group_of;                // per sample
-    std::vector<std::vector<index_type>> members;   // per group, in sample order
-};
-
-inline group_table make_groups(vector_view<const index_type> ids) {
-    group_table table;
-    std::unordered_map<index_type, index_type> number;
-    table.group_of.resize(static_cast<std::size_t>(ids.size));
-    for (index_type i = 0; i < ids.size; ++i) {
-        const auto [it, inserted] = number.emplace(ids[i], static_cast<index_type>(table.members.size()));
-        if (inserted) table.members.emplace_back();
-        table.group_of[static_cast<std::size_t>(i)] = it->second;
-        table.members[static_cast<std::size_t>(it->second)].push_back(i);
-    }
-    return table;
+// The members of each group, in row order (group g's rows are members[g]).
+inline std::vector<std::vector<index_type>> group_members(const groups& grouping, index_type rows) {
+    core::require(grouping.contiguous() || grouping.id_count == rows, "group_ids has length ", grouping.id_count, " but there are ", rows,
+                  " samples");
+    const core::group_layout layout = core::resolve(grouping, rows, "the rows");
+    std::vector<std::vector<index_type>> members(static_cast<std::size_t>(layout.count));
+    for (index_type g = 0; g < layout.count; ++g) layout.for_members(g, [&](index_type i) { members[static_cast<std::size_t>(g)].push_back(i); });
+    return members;
 }
 
 struct location_scale {
     double mean = 0;
-    double scale = 1;  // what to divide by (std + eps, or 1)
-    bool degenerate = true;  // fewer than two values or zero spread: z = 0
+    double scale = 1;        // what to divide by (std + eps, or 1)
+    bool degenerate = true;  // fewer than two values or all equal: z = 0
 };
 
-// Mean and (std + eps) of values[0..n) with the given ddof; see the header comment.
+// Mean and (std + eps) of values with the given ddof; see the header comment.
 inline location_scale standardize(const std::vector<double>& values, int ddof, double eps, bool divide_by_std) {
     location_scale result;
     const auto n = static_cast<index_type>(values.size());
     if (n == 0) return result;
-    const double first = values[0];
-    double shifted = 0;
-    for (double v : values) shifted += v - first;
-    result.mean = first + shifted / static_cast<double>(n);
-    double squares = 0;
-    for (double v : values) squares += (v - result.mean) * (v - result.mean);
-    const bool spread = squares > 0;
+    const moments stats = core::two_pass_moments([&](auto&& sink) {
+        for (double v : values) sink(v, 1.0);
+    });
+    result.mean = stats.mean;
+    bool spread = false;
+    for (double v : values) spread = spread || v != values[0];
     result.degenerate = n < 2 || !spread;
     if (divide_by_std) {
         const double divisor = static_cast<double>(n - ddof);
-        result.scale = (divisor > 0 ? std::sqrt(squares / divisor) : 0.0) + eps;
+        result.scale = (divisor > 0 ? std::sqrt(stats.m2 / divisor) : 0.0) + eps;
     }
     return result;
 }

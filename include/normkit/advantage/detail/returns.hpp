@@ -1,0 +1,84 @@
+// The implementation of advantage/returns.hpp, on credit's masked recursion.
+#pragma once
+
+#include "../../credit/returns.hpp"
+
+#include <cmath>
+
+namespace normkit::advantage::detail {
+
+template <class T>
+void require_token_shapes(matrix_view<const T> token_rewards, matrix_view<const T> mask, matrix_view<T> output) {
+    core::require_data("token_rewards", token_rewards);
+    core::require_data("token_mask", mask);
+    core::require_data("output", output);
+    core::require_same_shape("token_mask", mask, "token_rewards", token_rewards);
+    core::require_same_shape("output", output, "token_rewards", token_rewards);
+}
+
+template <class T>
+void reinforce_pp(matrix_view<const T> token_rewards, matrix_view<const T> mask, matrix_view<T> advantages, matrix_view<T> returns,
+                  const reinforce_pp_options& options) {
+    require_token_shapes(token_rewards, mask, advantages);
+    if (!returns.empty()) core::require_same_shape("returns", returns, "token_rewards", token_rewards);
+    credit::detail::require_discount("gamma", options.gamma);
+    core::require(options.whiten.mode != whiten_mode::sample_weighted, "reinforce_pp whitens over tokens or not at all");
+    require_whiten(options.whiten);
+    const index_type rows = token_rewards.rows, cols = token_rewards.cols;
+    const auto inside = [&](index_type i, index_type t) { return mask(i, t) != T(0); };
+    for (index_type i = 0; i < rows; ++i)
+        credit::detail::masked_discounted_sum(
+            cols, options.gamma, options.mask_rule, [&](index_type t) { return inside(i, t); },
+            [&](index_type t) { return static_cast<double>(token_rewards(i, t)); },
+            [&](index_type t, bool valid, double running) {
+                const double stored = credit::detail::stored_return(options.mask_rule, valid, running);
+                advantages(i, t) = static_cast<T>(stored);
+                if (!returns.empty()) returns(i, t) = static_cast<T>(stored);
+            });
+    if (options.whiten.mode == whiten_mode::none) {
+        for (index_type i = 0; i < rows; ++i)
+            for (index_type t = 0; t < cols; ++t)
+                if (!inside(i, t)) advantages(i, t) = T(0);
+        return;
+    }
+    const auto stats = core::two_pass_moments([&](auto&& sink) {
+        for (index_type i = 0; i < rows; ++i)
+            for (index_type t = 0; t < cols; ++t)
+                if (inside(i, t)) sink(static_cast<double>(advantages(i, t)), 1.0);
+    });
+    const double denominator = divisor(stats.variance(options.whiten.ddof), options.whiten.eps, options.whiten.placement);
+    for (index_type i = 0; i < rows; ++i)
+        for (index_type t = 0; t < cols; ++t)
+            advantages(i, t) = inside(i, t) ? static_cast<T>((static_cast<double>(advantages(i, t)) - stats.mean) / denominator) : T(0);
+}
+
+// ReMax's G_t = Σ_{s≥t} r_s·m_s is the recursion with γ = 1; only the baseline term is masked.
+template <class T>
+void remax(matrix_view<const T> token_rewards, matrix_view<const T> mask, vector_view<const T> baselines, matrix_view<T> advantages,
+           matrix_view<T> returns) {
+    require_token_shapes(token_rewards, mask, advantages);
+    if (!returns.empty()) core::require_same_shape("returns", returns, "token_rewards", token_rewards);
+    core::require(baselines.size == token_rewards.rows, "baselines has length ", baselines.size, " but token_rewards has ", token_rewards.rows,
+                  " rows");
+    for (index_type i = 0; i < token_rewards.rows; ++i) {
+        const double b = static_cast<double>(baselines[i]);
+        credit::detail::masked_discounted_sum(
+            token_rewards.cols, 1.0, return_mask_rule::carry, [&](index_type t) { return mask(i, t) != T(0); },
+            [&](index_type t) { return static_cast<double>(token_rewards(i, t)); },
+            [&](index_type t, bool inside, double running) {
+                advantages(i, t) = static_cast<T>(running - (inside ? b : 0.0));
+                if (!returns.empty()) returns(i, t) = static_cast<T>(running);
+            });
+    }
+}
+
+inline group_normalize_options reinforce_pp_baseline_normalization(const reinforce_pp_baseline_options& options) {
+    group_normalize_options normalization;
+    normalization.scale = scale_mode::none;
+    normalization.singleton = options.singleton;
+    normalization.whiten = options.whiten;
+    normalization.exclude_empty_responses = options.exclude_empty_responses;
+    return normalization;
+}
+
+}  // namespace normkit::advantage::detail

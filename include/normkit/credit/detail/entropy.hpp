@@ -1,0 +1,168 @@
+// The implementation of credit/entropy.hpp.
+#pragma once
+
+#include "../token_data.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace normkit::credit::detail {
+
+// torch.quantile's linear interpolation of sorted values at q ∈ [0, 1] (torch's lerp form).
+inline double linear_quantile(const std::vector<double>& sorted, double q) {
+    const double position = q * static_cast<double>(sorted.size() - 1);
+    const auto below = static_cast<std::size_t>(std::floor(position));
+    const std::size_t above = std::min(below + 1, sorted.size() - 1);
+    const double weight = position - static_cast<double>(below);
+    const double a = sorted[below], b = sorted[above];
+    return weight < 0.5 ? a + weight * (b - a) : b - (b - a) * (1.0 - weight);
+}
+
+template <class T>
+void top_entropy_mask(matrix_view<const T> entropy, matrix_view<const T> mask, double rho, matrix_view<T> keep) {
+    core::require_data("mask", mask);
+    require_token_matrix("entropy", entropy, "mask", mask);
+    require_token_matrix("keep", keep, "mask", mask);
+    core::require(rho >= 0 && rho <= 1, "rho (top_entropy_quantile) must be in [0, 1], got ", rho);
+    std::vector<double> values;
+    for (index_type i = 0; i < mask.rows; ++i)
+        for (index_type t = 0; t < mask.cols; ++t)
+            if (is_valid(mask(i, t))) values.push_back(static_cast<double>(core::to_compute(entropy(i, t))));
+    double threshold = 0;
+    if (!values.empty()) {
+        std::sort(values.begin(), values.end());
+        threshold = linear_quantile(values, 1.0 - rho);
+    }
+    for (index_type i = 0; i < mask.rows; ++i)
+        for (index_type t = 0; t < mask.cols; ++t) {
+            const bool kept = is_valid(mask(i, t)) && static_cast<double>(core::to_compute(entropy(i, t))) >= threshold;
+            keep(i, t) = core::from_compute<T>(kept ? 1 : 0);
+        }
+}
+
+template <class T>
+void hapo_entropy_signal(matrix_view<const T> entropy, matrix_view<const T> mask, matrix_view<T> signal, const hapo_entropy_options& options) {
+    core::require_data("mask", mask);
+    require_token_matrix("entropy", entropy, "mask", mask);
+    require_token_matrix("signal", signal, "mask", mask);
+    core::require(options.pivot >= 0 && options.pivot <= 1, "pivot must be in [0, 1], got ", options.pivot);
+    const auto log_entropy = [&](index_type i, index_type t) {
+        return std::log(std::max(static_cast<double>(core::to_compute(entropy(i, t))), 1e-8));
+    };
+    std::vector<double> values;
+    for (index_type i = 0; i < mask.rows; ++i)
+        for (index_type t = 0; t < mask.cols; ++t)
+            if (is_valid(mask(i, t))) values.push_back(log_entropy(i, t));
+    double quantile = 0, spread = 1, largest = 0, smallest = 0;
+    if (!values.empty()) {
+        std::vector<double> sorted = values;
+        std::sort(sorted.begin(), sorted.end());
+        const auto index = static_cast<std::size_t>(std::nearbyint(options.pivot * static_cast<double>(sorted.size() - 1)));
+        quantile = sorted[index];
+        double squares = 0;
+        for (double v : values) squares += (v - quantile) * (v - quantile);
+        spread = std::max(std::sqrt(squares / static_cast<double>(values.size())), 1e-8);
+        for (double v : values) {
+            const double h = (v - quantile) / spread;
+            largest = std::max(largest, h);
+            smallest = std::min(smallest, h);
+        }
+    }
+    for (index_type i = 0; i < mask.rows; ++i)
+        for (index_type t = 0; t < mask.cols; ++t) {
+            double value = 0;
+            if (is_valid(mask(i, t))) {
+                const double h = (log_entropy(i, t) - quantile) / spread;
+                if (h > 0) value = h / largest;
+                else if (h < 0) value = options.sign == hapo_sign::paper_range ? h / -smallest : h / smallest;
+            }
+            signal(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(value));
+        }
+}
+
+template <class T>
+void hapo_token_advantages(vector_view<const T> scores, const groups& grouping, matrix_view<const T> mask, matrix_view<T> output,
+                           const hapo_advantage_options& options) {
+    core::require_data("mask", mask);
+    require_token_matrix("output", output, "mask", mask);
+    require_per_sample("scores", scores, mask.rows);
+    const auto groups = group_members(grouping, mask.rows);
+    core::require(options.eps >= 0 && std::isfinite(options.eps), "eps must be non-negative and finite, got ", options.eps);
+    std::vector<double> advantage(static_cast<std::size_t>(mask.rows), 0.0);
+    std::vector<index_type> length(static_cast<std::size_t>(mask.rows), 0);
+    for (index_type i = 0; i < mask.rows; ++i)
+        for (index_type t = 0; t < mask.cols; ++t) length[static_cast<std::size_t>(i)] += is_valid(mask(i, t)) ? 1 : 0;
+    const auto score = [&](index_type i) { return static_cast<double>(core::to_compute(scores[i])); };
+    for (const auto& members : groups) {
+        std::vector<double> token_values;
+        for (index_type i : members)
+            token_values.insert(token_values.end(), static_cast<std::size_t>(length[static_cast<std::size_t>(i)]), score(i));
+        if (token_values.empty()) continue;
+        const location_scale stats = standardize(token_values, 0, options.eps, options.normalize_by_std);
+        bool fallback = false;
+        for (index_type i : members) {
+            const double a = standardized(score(i), stats);
+            advantage[static_cast<std::size_t>(i)] = a;
+            if (length[static_cast<std::size_t>(i)] > 0 && std::abs(a) >= options.fallback_threshold) fallback = true;
+        }
+        if (!fallback) continue;
+        // verl grpo: a group of one keeps its raw score (μ = 0, σ = 1).
+        if (members.size() == 1) {
+            advantage[static_cast<std::size_t>(members[0])] = options.normalize_by_std ? score(members[0]) / (1.0 + options.eps) : score(members[0]);
+            continue;
+        }
+        std::vector<double> group_scores;
+        for (index_type i : members) group_scores.push_back(score(i));
+        const location_scale grpo = standardize(group_scores, 1, options.eps, options.normalize_by_std);
+        for (index_type i : members) advantage[static_cast<std::size_t>(i)] = standardized(score(i), grpo);
+    }
+    for (index_type i = 0; i < mask.rows; ++i)
+        for (index_type t = 0; t < mask.cols; ++t)
+            output(i, t) = core::from_compute<T>(
+                static_cast<core::compute_t<T>>(is_valid(mask(i, t)) ? advantage[static_cast<std::size_t>(i)] : 0.0));
+}
+
+template <class T>
+void hapo_clip_ranges(matrix_view<const T> signal, matrix_view<T> low, matrix_view<T> high, const hapo_clip_options& options) {
+    const double clip_low = options.clip_low, clip_high = options.clip_high, alpha = options.alpha;
+    core::require_data("signal", signal);
+    require_token_matrix("clip_low_out", low, "signal", signal);
+    require_token_matrix("clip_high_out", high, "signal", signal);
+    core::require(clip_low >= 0 && clip_high >= 0 && std::isfinite(clip_low) && std::isfinite(clip_high), "clip_low ", clip_low,
+                  " and clip_high ", clip_high, " must be non-negative and finite");
+    core::require(std::isfinite(alpha), "alpha must be finite, got ", alpha);
+    for (index_type i = 0; i < signal.rows; ++i)
+        for (index_type t = 0; t < signal.cols; ++t) {
+            const double h = static_cast<double>(core::to_compute(signal(i, t)));
+            low(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(h <= 0 ? clip_low * (1.0 - h * alpha) : clip_low));
+            high(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(h > 0 ? clip_high * (1.0 + h * alpha) : clip_high));
+        }
+}
+
+template <class T>
+void hapo_redistribute(matrix_view<const T> advantages, matrix_view<const T> signal, matrix_view<const T> ratio, matrix_view<const T> clip_low,
+                       matrix_view<const T> clip_high, matrix_view<const T> mask, matrix_view<T> output, double beta) {
+    core::require_data("mask", mask);
+    require_token_matrix("advantages", advantages, "mask", mask);
+    require_token_matrix("signal", signal, "mask", mask);
+    require_token_matrix("ratio", ratio, "mask", mask);
+    require_token_matrix("clip_low", clip_low, "mask", mask);
+    require_token_matrix("clip_high", clip_high, "mask", mask);
+    require_token_matrix("output", output, "mask", mask);
+    core::require(std::isfinite(beta), "beta must be finite, got ", beta);
+    const auto get = [](const matrix_view<const T>& x, index_type i, index_type t) { return static_cast<double>(core::to_compute(x(i, t))); };
+    for (index_type i = 0; i < mask.rows; ++i)
+        for (index_type t = 0; t < mask.cols; ++t) {
+            double value = 0;
+            if (is_valid(mask(i, t))) {
+                const double a = get(advantages, i, t), h = get(signal, i, t), r = get(ratio, i, t);
+                const bool inside = r > 1.0 - get(clip_low, i, t) / 2 && r < 1.0 + get(clip_high, i, t) / 2;
+                const bool scaled = h > 0 ? !inside : inside;
+                value = scaled ? a * (1.0 + beta * h) : a;
+            }
+            output(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(value));
+        }
+}
+
+}  // namespace normkit::credit::detail
