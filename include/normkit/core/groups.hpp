@@ -73,7 +73,6 @@ struct group_layout {
     std::vector<std::int64_t> labels;  // ragged: the caller's id of each group (for messages)
 
     index_type members(index_type g) const { return size > 0 ? size : offsets[g + 1] - offsets[g]; }
-    index_type member(index_type g, index_type j) const { return size > 0 ? g * size + j : order[offsets[g] + j]; }
     std::int64_t label(index_type g) const { return size > 0 ? static_cast<std::int64_t>(g) : labels[g]; }
     template <class Body>
     void for_members(index_type g, Body&& body) const {
@@ -83,13 +82,85 @@ struct group_layout {
             for (index_type k = offsets[g]; k < offsets[g + 1]; ++k) body(order[k]);
         }
     }
-    // Dense group index of each sample (ragged only).
-    std::vector<index_type> group_of() const {
-        std::vector<index_type> result(static_cast<std::size_t>(samples));
-        for (index_type g = 0; g < count; ++g) for_members(g, [&](index_type i) { result[i] = g; });
-        return result;
-    }
 };
+
+namespace detail {
+
+inline std::int64_t id_of(const groups& grouping, index_type i) { return grouping.ids64 ? grouping.ids64[i] : grouping.ids32[i]; }
+
+// Checks every id (non-negative, below a declared count); returns the largest.
+inline std::int64_t checked_largest_id(const groups& grouping, index_type samples) {
+    std::int64_t largest = -1;
+    for (index_type i = 0; i < samples; ++i) {
+        const std::int64_t value = id_of(grouping, i);
+        if (value < 0 || (grouping.declared_count >= 0 && value >= grouping.declared_count)) {
+            core::require(value >= 0, "group ids[", i, "] is negative (", value, ")");
+            core::fail("group ids[", i, "] = ", value, " is unknown: ids must lie in [0, ", grouping.declared_count, ")");
+        }
+        largest = std::max(largest, value);
+    }
+    return largest;
+}
+
+// Small ids: a direct table of `largest + 1` slots, groups numbered by first appearance.
+inline void number_by_table(group_layout& layout, std::vector<index_type>& dense, const groups& grouping, index_type samples,
+                            std::int64_t largest, std::vector<index_type>& table) {
+    table.assign(static_cast<std::size_t>(largest + 1), -1);
+    for (index_type i = 0; i < samples; ++i) {
+        index_type& slot = table[static_cast<std::size_t>(id_of(grouping, i))];
+        if (slot < 0) {
+            slot = layout.count++;
+            layout.labels.push_back(id_of(grouping, i));
+        }
+        dense[i] = slot;
+    }
+}
+
+// Large ids: open addressing (linear probing, Fibonacci hashing) of (id, group) pairs in a
+// power-of-two table kept at most half full, grown with the number of groups (not samples), so it
+// stays cache-resident. Groups numbered by first appearance.
+inline void number_by_hash(group_layout& layout, std::vector<index_type>& dense, const groups& grouping, index_type samples) {
+    thread_local std::vector<std::pair<std::int64_t, index_type>> slots;
+    std::size_t capacity = 1024;
+    int shift = 64 - 10;
+    slots.assign(capacity, {-1, -1});
+    const auto home = [&](std::int64_t value) {
+        return static_cast<std::size_t>((static_cast<std::uint64_t>(value) * 0x9E3779B97F4A7C15ull) >> shift);
+    };
+    const auto find = [&](std::int64_t value) {
+        std::size_t slot = home(value);
+        while (slots[slot].first >= 0 && slots[slot].first != value) slot = (slot + 1) & (capacity - 1);
+        return slot;
+    };
+    for (index_type i = 0; i < samples; ++i) {
+        const std::int64_t value = id_of(grouping, i);
+        std::size_t slot = find(value);
+        if (slots[slot].first < 0) {
+            slots[slot] = {value, layout.count++};
+            layout.labels.push_back(value);
+            if (2 * static_cast<std::size_t>(layout.count) > capacity) {  // rehash into twice the room
+                capacity *= 2;
+                --shift;
+                slots.assign(capacity, {-1, -1});
+                for (index_type g = 0; g < layout.count; ++g) slots[find(layout.labels[g])] = {layout.labels[g], g};
+                slot = find(value);
+            }
+        }
+        dense[i] = slots[slot].second;
+    }
+}
+
+// Counting sort: the members of each group in sample order.
+inline void sort_members(group_layout& layout, const std::vector<index_type>& dense, index_type samples, std::vector<index_type>& next) {
+    layout.offsets.assign(static_cast<std::size_t>(layout.count + 1), 0);
+    for (index_type i = 0; i < samples; ++i) ++layout.offsets[dense[i] + 1];
+    for (index_type g = 0; g < layout.count; ++g) layout.offsets[g + 1] += layout.offsets[g];
+    layout.order.resize(static_cast<std::size_t>(samples));
+    next.assign(layout.offsets.begin(), layout.offsets.end() - 1);  // the next free position of each group
+    for (index_type i = 0; i < samples; ++i) layout.order[next[dense[i]]++] = i;
+}
+
+}  // namespace detail
 
 // Fills `layout` (reusing its storage) for n samples; `dense` is scratch for the per-sample group index.
 // With with_members false only dense (each sample's group number), count and labels are filled.
@@ -108,76 +179,20 @@ inline void resolve_into(group_layout& layout, std::vector<index_type>& dense, c
     core::require(grouping.ids64 != nullptr || grouping.ids32 != nullptr || samples == 0,
                   "groups: neither a group_size nor group ids were given for ", samples, " samples");
     core::require(grouping.id_count == samples, "group ids has length ", grouping.id_count, " but ", what, " has length ", samples);
-    const auto id = [&](index_type i) -> std::int64_t { return grouping.ids64 ? grouping.ids64[i] : grouping.ids32[i]; };
     dense.resize(static_cast<std::size_t>(samples));
-    std::int64_t largest = -1;
-    for (index_type i = 0; i < samples; ++i) {
-        const std::int64_t value = id(i);
-        if (value < 0 || (grouping.declared_count >= 0 && value >= grouping.declared_count)) {
-            core::require(value >= 0, "group ids[", i, "] is negative (", value, ")");
-            core::fail("group ids[", i, "] = ", value, " is unknown: ids must lie in [0, ", grouping.declared_count, ")");
-        }
-        largest = std::max(largest, value);
-    }
+    const std::int64_t largest = detail::checked_largest_id(grouping, samples);
     thread_local std::vector<index_type> table;
     if (grouping.declared_count >= 0) {
         layout.count = grouping.declared_count;
         layout.labels.resize(static_cast<std::size_t>(layout.count));
         for (index_type g = 0; g < layout.count; ++g) layout.labels[g] = g;
-        for (index_type i = 0; i < samples; ++i) dense[i] = static_cast<index_type>(id(i));
+        for (index_type i = 0; i < samples; ++i) dense[i] = static_cast<index_type>(detail::id_of(grouping, i));
     } else if (largest < 4 * samples + 64) {
-        // Small ids: a direct table, numbered by first appearance.
-        table.assign(static_cast<std::size_t>(largest + 1), -1);
-        for (index_type i = 0; i < samples; ++i) {
-            index_type& slot = table[static_cast<std::size_t>(id(i))];
-            if (slot < 0) {
-                slot = layout.count++;
-                layout.labels.push_back(id(i));
-            }
-            dense[i] = slot;
-        }
+        detail::number_by_table(layout, dense, grouping, samples, largest, table);
     } else {
-        // Large ids: open addressing (linear probing, Fibonacci hashing) of (id, group) pairs in a
-        // power-of-two table kept at most half full, grown with the number of groups (not samples),
-        // so it stays cache-resident.
-        thread_local std::vector<std::pair<std::int64_t, index_type>> slots;
-        std::size_t capacity = 1024;
-        int shift = 64 - 10;
-        slots.assign(capacity, {-1, -1});
-        const auto home = [&](std::int64_t value) {
-            return static_cast<std::size_t>((static_cast<std::uint64_t>(value) * 0x9E3779B97F4A7C15ull) >> shift);
-        };
-        for (index_type i = 0; i < samples; ++i) {
-            const std::int64_t value = id(i);
-            std::size_t slot = home(value);
-            while (slots[slot].first >= 0 && slots[slot].first != value) slot = (slot + 1) & (capacity - 1);
-            if (slots[slot].first < 0) {
-                slots[slot] = {value, layout.count++};
-                layout.labels.push_back(value);
-                if (2 * static_cast<std::size_t>(layout.count) > capacity) {  // rehash into twice the room
-                    capacity *= 2;
-                    --shift;
-                    slots.assign(capacity, {-1, -1});
-                    for (index_type g = 0; g < layout.count; ++g) {
-                        std::size_t target = home(layout.labels[g]);
-                        while (slots[target].first >= 0) target = (target + 1) & (capacity - 1);
-                        slots[target] = {layout.labels[g], g};
-                    }
-                    slot = home(value);
-                    while (slots[slot].first != value) slot = (slot + 1) & (capacity - 1);
-                }
-            }
-            dense[i] = slots[slot].second;
-        }
+        detail::number_by_hash(layout, dense, grouping, samples);
     }
-    if (!with_members) return;
-    // Counting sort: members of each group in sample order.
-    layout.offsets.assign(static_cast<std::size_t>(layout.count + 1), 0);
-    for (index_type i = 0; i < samples; ++i) ++layout.offsets[dense[i] + 1];
-    for (index_type g = 0; g < layout.count; ++g) layout.offsets[g + 1] += layout.offsets[g];
-    layout.order.resize(static_cast<std::size_t>(samples));
-    table.assign(layout.offsets.begin(), layout.offsets.end() - 1);  // the next free position of each group
-    for (index_type i = 0; i < samples; ++i) layout.order[table[dense[i]]++] = i;
+    if (with_members) detail::sort_members(layout, dense, samples, table);
 }
 
 inline group_layout resolve(const groups& grouping, index_type samples, const char* what = "rewards") {
