@@ -60,10 +60,14 @@ const bool registered = [] {
             const bool is_ragged = shape == ragged;
             register_case(operation, shape, "normkit", bytes, [data, operation, is_ragged] {
                 const groups grouping = is_ragged ? group_ids(data->ragged_ids) : contiguous_groups(16);
-                if (operation == "grpo") grpo(data->rewards, grouping, data->output);
-                else if (operation == "dr_grpo") dr_grpo(data->rewards, grouping, data->output);
-                else if (operation == "rloo") rloo(data->rewards, grouping, data->output);
-                else group_normalize(data->rewards, grouping, data->output, presets::trl());
+                if (operation == "grpo")
+                    grpo(data->rewards, grouping, data->output);
+                else if (operation == "dr_grpo")
+                    dr_grpo(data->rewards, grouping, data->output);
+                else if (operation == "rloo")
+                    rloo(data->rewards, grouping, data->output);
+                else
+                    group_normalize(data->rewards, grouping, data->output, presets::trl());
                 benchmark::DoNotOptimize(data->output.data());
             });
         }
@@ -104,7 +108,8 @@ const bool registered = [] {
         const auto centred = rewards - mean.index_select(0, inverse);
         const auto squares = torch::zeros({groups}).index_add_(0, inverse, centred * centred);
         const auto std = torch::where(count > 1, (squares / (count - 1).clamp_min(1)).sqrt(), torch::ones({groups}));
-        auto out = torch::where((count > 1).index_select(0, inverse), centred, rewards) / (std.index_select(0, inverse) + 1e-6);
+        auto out = torch::where((count > 1).index_select(0, inverse), centred, rewards) /
+                   (std.index_select(0, inverse) + 1e-6);
         benchmark::DoNotOptimize(out.data_ptr());
     });
 #endif

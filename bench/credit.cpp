@@ -96,7 +96,8 @@ void register_logits(const char* type_label) {
     };
     register_case(operation, shape, "normkit", bytes, [get, rows, vocabulary] {
         data& d = get();
-        credit::logits_statistics(view(d.logits.data(), rows, vocabulary), d.tokens, d.log_p, d.entropy, d.squares, d.lse);
+        credit::logits_statistics(view(d.logits.data(), rows, vocabulary), d.tokens, d.log_p, d.entropy, d.squares,
+                                  d.lse);
         benchmark::DoNotOptimize(d.entropy.data());
     });
     bench::register_memcpy(operation, shape, bytes);
@@ -118,8 +119,10 @@ void register_logits(const char* type_label) {
     auto choice = std::make_shared<int>(-1);
     register_case(operation, shape, "limit", bytes, [choice, run_exp, run_memcpy] {
         if (*choice < 0) *choice = seconds_of(run_exp) > seconds_of(run_memcpy) ? 0 : 1;
-        if (*choice == 0) run_exp();
-        else run_memcpy();
+        if (*choice == 0)
+            run_exp();
+        else
+            run_memcpy();
     });
 #ifdef NORMKIT_HAVE_TORCH
     register_case(operation, shape, "torch", bytes, [get, rows, vocabulary] {
@@ -141,11 +144,13 @@ void register_token_kernels() {
     const index_type rows = 64, cols = 4096;
     const auto count = static_cast<std::size_t>(rows * cols);
     const std::string shape = "64x4096";
-    auto rewards = uniform_floats(count, 11, -1.0f, 1.0f), log_p = uniform_floats(count, 12, -3.0f, 0.0f), squares = uniform_floats(count, 13, 0.1f, 0.9f),
-         values = uniform_floats(count, 14, -1.0f, 1.0f), other_log_p = uniform_floats(count, 15, -3.0f, 0.0f);
+    auto rewards = uniform_floats(count, 11, -1.0f, 1.0f), log_p = uniform_floats(count, 12, -3.0f, 0.0f),
+         squares = uniform_floats(count, 13, 0.1f, 0.9f), values = uniform_floats(count, 14, -1.0f, 1.0f),
+         other_log_p = uniform_floats(count, 15, -3.0f, 0.0f);
     auto mask = std::make_shared<std::vector<float>>(count, 1.0f);
     for (index_type i = 0; i < rows; ++i)
-        for (index_type t = cols - (i * 37) % 1024; t < cols; ++t) (*mask)[static_cast<std::size_t>(i * cols + t)] = 0.0f;
+        for (index_type t = cols - (i * 37) % 1024; t < cols; ++t)
+            (*mask)[static_cast<std::size_t>(i * cols + t)] = 0.0f;
     auto out = std::make_shared<std::vector<float>>(count), out2 = std::make_shared<std::vector<float>>(count);
     auto ids = std::make_shared<std::vector<index_type>>(rows);
     for (index_type i = 0; i < rows; ++i) (*ids)[static_cast<std::size_t>(i)] = i / 8;
@@ -163,17 +168,20 @@ void register_token_kernels() {
     credit::optimal_token_baseline_options tir;
     tir.compact = true;
     register_case("optimal_token_baseline_tir", shape, "normkit", 5 * matrix_bytes, [=] {
-        credit::optimal_token_baseline(v(*rewards), v(*mask), v(*log_p), v(*squares), {}, group_ids(*ids), v(*out), {}, tir);
+        credit::optimal_token_baseline(v(*rewards), v(*mask), v(*log_p), v(*squares), {}, group_ids(*ids), v(*out), {},
+                                       tir);
         benchmark::DoNotOptimize(out->data());
     });
     bench::register_memcpy("optimal_token_baseline_tir", shape, 5 * matrix_bytes);
     register_case("cort_weights", shape, "normkit", 5 * matrix_bytes, [=] {
-        credit::cort_weights(v(*log_p), v(*other_log_p), v(*mask), vector_view<const float>(*advantages), v(*out), v(*out2));
+        credit::cort_weights(v(*log_p), v(*other_log_p), v(*mask), vector_view<const float>(*advantages), v(*out),
+                             v(*out2));
         benchmark::DoNotOptimize(out->data());
     });
     bench::register_memcpy("cort_weights", shape, 5 * matrix_bytes);
     register_case("a2tgpo_advantages", shape, "normkit", 3 * matrix_bytes, [=] {
-        credit::a2tgpo_advantages(v(*values), *turn_count, group_ids(*ids), vector_view<const float>(*advantages), v(*out), v(*out2));
+        credit::a2tgpo_advantages(v(*values), *turn_count, group_ids(*ids), vector_view<const float>(*advantages),
+                                  v(*out), v(*out2));
         benchmark::DoNotOptimize(out->data());
     });
     bench::register_memcpy("a2tgpo_advantages", shape, 3 * matrix_bytes);

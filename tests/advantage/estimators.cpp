@@ -51,7 +51,8 @@ std::vector<double> compute(const std::vector<double>& rewards, Call&& call) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("grpo, dr_grpo, rloo, opo, gpg, gapo match verl's code, contiguous and ragged", "[advantage][estimators]", float, double) {
+TEMPLATE_TEST_CASE("grpo, dr_grpo, rloo, opo, gpg, gapo match verl's code, contiguous and ragged",
+                   "[advantage][estimators]", float, double) {
     using T = TestType;
     std::uint32_t seed = 1;
     for (index_type size : {1, 2, 3, 15, 16, 17, 33}) {
@@ -63,31 +64,44 @@ TEMPLATE_TEST_CASE("grpo, dr_grpo, rloo, opo, gpg, gapo match verl's code, conti
             const auto groups = contiguous_groups(size);
             INFO(type_name<T>() << " G " << size << " binary " << binary);
             const double tolerance = tolerance_for<T>();
-            CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { grpo(r, groups, o); }), reference::verl_grpo(values, ids), 1.0) < tolerance);
-            CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { dr_grpo(r, groups, o); }), reference::verl_grpo(values, ids, false),
-                                 1.0) < tolerance);
-            CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { rloo(r, groups, o); }), reference::verl_rloo(values, ids), 1.0) < tolerance);
-            CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { rloo(r, groups, o, {singleton_policy::zero}); }),
-                                 reference::verl_rloo_vectorized(values, ids), 1.0) < tolerance);
+            CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { grpo(r, groups, o); }),
+                                 reference::verl_grpo(values, ids), 1.0) < tolerance);
+            CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { dr_grpo(r, groups, o); }),
+                                 reference::verl_grpo(values, ids, false), 1.0) < tolerance);
+            CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { rloo(r, groups, o); }),
+                                 reference::verl_rloo(values, ids), 1.0) < tolerance);
+            CHECK(relative_error(
+                      compute<T>(values, [&](auto& r, auto& o) { rloo(r, groups, o, {singleton_policy::zero}); }),
+                      reference::verl_rloo_vectorized(values, ids), 1.0) < tolerance);
             std::vector<std::int64_t> lengths(n);
             std::vector<double> length_values(n);
-            for (std::size_t i = 0; i < n; ++i) length_values[i] = static_cast<double>(lengths[i] = 1 + static_cast<std::int64_t>((i * 7) % 23));
+            for (std::size_t i = 0; i < n; ++i)
+                length_values[i] = static_cast<double>(lengths[i] = 1 + static_cast<std::int64_t>((i * 7) % 23));
             CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { opo(r, groups, lengths, o); }),
                                  reference::verl_opo(values, length_values, ids), 1.0) < tolerance);
-            CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { gpg(r, groups, o); }), reference::verl_gpg(values, ids), 1.0) < tolerance);
-            CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { gapo(r, groups, o); }), reference::gapo(values, ids), 1.0) < tolerance);
-            CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { gapo(r, groups, o, {0.3, false}); }), reference::gapo(values, ids, 0.3, false),
-                                 1.0) < tolerance);
+            CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { gpg(r, groups, o); }),
+                                 reference::verl_gpg(values, ids), 1.0) < tolerance);
+            CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { gapo(r, groups, o); }),
+                                 reference::gapo(values, ids), 1.0) < tolerance);
+            CHECK(relative_error(compute<T>(values,
+                                            [&](auto& r, auto& o) {
+                                                gapo(r, groups, o, {0.3, false});
+                                            }),
+                                 reference::gapo(values, ids, 0.3, false), 1.0) < tolerance);
         }
     }
     std::size_t n = 0;
     const auto ids = ragged_ids(7, &n);
     const auto values = stored<T>(random_values(n, 8));
     const auto groups = group_ids(ids);
-    CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { grpo(r, groups, o); }), reference::verl_grpo(values, ids), 1.0) < tolerance_for<T>());
-    CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { rloo(r, groups, o); }), reference::verl_rloo(values, ids), 1.0) < tolerance_for<T>());
-    CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { gapo(r, groups, o); }), reference::gapo(values, ids), 1.0) < tolerance_for<T>());
-    CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { gpg(r, groups, o); }), reference::verl_gpg(values, ids), 1.0) < tolerance_for<T>());
+    CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { grpo(r, groups, o); }),
+                         reference::verl_grpo(values, ids), 1.0) < tolerance_for<T>());
+    CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { rloo(r, groups, o); }),
+                         reference::verl_rloo(values, ids), 1.0) < tolerance_for<T>());
+    CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { gapo(r, groups, o); }),
+                         reference::gapo(values, ids), 1.0) < tolerance_for<T>());
+    CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { gpg(r, groups, o); }),
+                         reference::verl_gpg(values, ids), 1.0) < tolerance_for<T>());
 }
 
 // Batches of at least 16 contiguous float groups take the 16-groups-at-a-time path on AVX-512 (tiles of
@@ -102,7 +116,8 @@ TEST_CASE("grpo over many contiguous float groups: the 16-group blocks agree wit
         auto values = stored<float>(random_values(n, 500 + static_cast<std::uint32_t>(size), 0.5, 0.3));
         for (index_type j = 0; j < size; ++j) {
             values[static_cast<std::size_t>(5 * size + j)] = static_cast<double>(0.95f);
-            values[static_cast<std::size_t>(20 * size + j)] = static_cast<double>(1e6f + static_cast<float>(j % 4) * 0.25f);
+            values[static_cast<std::size_t>(20 * size + j)] =
+                static_cast<double>(1e6f + static_cast<float>(j % 4) * 0.25f);
         }
         const auto ids = reference::contiguous_ids(n, static_cast<std::size_t>(size));
         INFO("G " << size);
@@ -111,21 +126,26 @@ TEST_CASE("grpo over many contiguous float groups: the 16-group blocks agree wit
         CHECK(relative_error(batched, expected, 1.0) < tolerance_for<float>());
         // The float write path's stated bound: a few float roundings of the exact quotient.
         int beyond_bound = 0;
-        for (std::size_t i = 0; i < n; ++i) beyond_bound += std::fabs(batched[i] - expected[i]) > 4 * 0x1p-24 * std::fabs(expected[i]) + 1e-12;
+        for (std::size_t i = 0; i < n; ++i)
+            beyond_bound += std::fabs(batched[i] - expected[i]) > 4 * 0x1p-24 * std::fabs(expected[i]) + 1e-12;
         CHECK(beyond_bound == 0);
         for (index_type j = 0; j < size; ++j) CHECK(batched[static_cast<std::size_t>(5 * size + j)] == 0.0);
 
-        for (eps_mode placement : {eps_mode::add_to_std, eps_mode::inside_sqrt, eps_mode::clamp_variance, eps_mode::std_floor_skip}) {
+        for (eps_mode placement :
+             {eps_mode::add_to_std, eps_mode::inside_sqrt, eps_mode::clamp_variance, eps_mode::std_floor_skip}) {
             for (int ddof : {0, 1}) {
                 group_normalize_options options;
                 options.placement = placement;
                 options.ddof = ddof;
-                options.eps = placement == eps_mode::std_floor_skip ? 0.25 : 1e-3;  // large enough to matter in some groups
-                const auto whole = compute<float>(values, [&](auto& r, auto& o) { group_normalize(r, contiguous_groups(size), o, options); });
+                options.eps =
+                    placement == eps_mode::std_floor_skip ? 0.25 : 1e-3;  // large enough to matter in some groups
+                const auto whole = compute<float>(
+                    values, [&](auto& r, auto& o) { group_normalize(r, contiguous_groups(size), o, options); });
                 std::vector<double> one_by_one;
                 for (index_type g = 0; g < groups_count; ++g) {
                     const std::vector<double> part(values.begin() + g * size, values.begin() + (g + 1) * size);
-                    const auto single = compute<float>(part, [&](auto& r, auto& o) { group_normalize(r, contiguous_groups(size), o, options); });
+                    const auto single = compute<float>(
+                        part, [&](auto& r, auto& o) { group_normalize(r, contiguous_groups(size), o, options); });
                     one_by_one.insert(one_by_one.end(), single.begin(), single.end());
                 }
                 INFO("eps placement " << static_cast<int>(placement) << " ddof " << ddof);
@@ -138,14 +158,16 @@ TEST_CASE("grpo over many contiguous float groups: the 16-group blocks agree wit
         const auto masked = compute<float>(with_nan, [&](auto& r, auto& o) { grpo(r, contiguous_groups(size), o); });
         const std::vector<double> nan_group(with_nan.begin() + 18 * size, with_nan.begin() + 19 * size);
         const auto alone = compute<float>(nan_group, [&](auto& r, auto& o) { grpo(r, contiguous_groups(size), o); });
-        for (index_type j = 0; j < size; ++j) CHECK(masked[static_cast<std::size_t>(18 * size + j)] == alone[static_cast<std::size_t>(j)]);
+        for (index_type j = 0; j < size; ++j)
+            CHECK(masked[static_cast<std::size_t>(18 * size + j)] == alone[static_cast<std::size_t>(j)]);
         CHECK(masked[static_cast<std::size_t>(18 * size + 1)] == 0.0);
         for (std::size_t i = 0; i < n; ++i)
             if (i / static_cast<std::size_t>(size) != 18) CHECK(masked[i] == batched[i]);
     }
 }
 
-TEST_CASE("pass_at_k: the arg-max gets r_max − r_2nd over σ + ε, ties give 0, a group of one is an error", "[advantage][estimators]") {
+TEST_CASE("pass_at_k: the arg-max gets r_max − r_2nd over σ + ε, ties give 0, a group of one is an error",
+          "[advantage][estimators]") {
     for (index_type size : {2, 3, 16, 17}) {
         const std::size_t n = static_cast<std::size_t>(size * 6);
         const auto values = random_values(n, 30 + static_cast<std::uint32_t>(size));
@@ -180,10 +202,12 @@ TEST_CASE("dapo_filter keeps exactly the groups with min < mean < max", "[advant
     std::vector<std::uint8_t> small(3);
     CHECK(dapo_filter(three, group_ids(ids), vector_view<std::uint8_t>(small)) == 1);
     CHECK(small == std::vector<std::uint8_t>{1, 1, 0});  // a group of one has no spread
-    require_error_naming([&] { dapo_filter(three, contiguous_groups(3), vector_view<std::uint8_t>(keep)); }, "keep has length 16");
+    require_error_naming([&] { dapo_filter(three, contiguous_groups(3), vector_view<std::uint8_t>(keep)); },
+                         "keep has length 16");
 }
 
-TEST_CASE("w_reinforce scales positive rewards by λ; dna_train equalizes Σ|A| across a pair", "[advantage][estimators]") {
+TEST_CASE("w_reinforce scales positive rewards by λ; dna_train equalizes Σ|A| across a pair",
+          "[advantage][estimators]") {
     const std::vector<double> rewards = {1, -1, 1, -1, 0};
     std::vector<double> out(5);
     w_reinforce(rewards, out);
@@ -208,7 +232,8 @@ TEST_CASE("w_reinforce scales positive rewards by λ; dna_train equalizes Σ|A| 
     CHECK(counterfactual == Approx(2.5));
     CHECK(balanced[0] == Approx(2.5 / 4));
     CHECK(balanced[4] == Approx(1.25));
-    dna_train(vector_view<const double>(advantages.data() + 8, 4), vector_view<double>(balanced.data(), 4), {2});  // all zero: stays 0
+    dna_train(vector_view<const double>(advantages.data() + 8, 4), vector_view<double>(balanced.data(), 4),
+              {2});  // all zero: stays 0
     for (int j = 0; j < 4; ++j) CHECK(balanced[j] == 0.0);
     require_error_naming([&] { dna_train(advantages, balanced, {4}); }, "not a multiple of 2 × group_size = 8");
 }
@@ -234,20 +259,24 @@ TEST_CASE("presets reproduce verl, TRL and OpenRLHF", "[advantage][presets]") {
         CHECK(relative_error(out, reference::verl_rloo_vectorized(rewards, ids)) < 1e-12);
         std::vector<std::int64_t> lengths(n);
         std::vector<double> length_values(n);
-        for (std::size_t i = 0; i < n; ++i) length_values[i] = static_cast<double>(lengths[i] = 1 + static_cast<std::int64_t>((i * 5) % 17));
+        for (std::size_t i = 0; i < n; ++i)
+            length_values[i] = static_cast<double>(lengths[i] = 1 + static_cast<std::int64_t>((i * 5) % 17));
         reward_inputs<double> inputs;
         inputs.rewards = rewards;
         inputs.grouping = groups;
         inputs.lengths = lengths;
         group_normalize(inputs, out, presets::verl_reinforce_pp_baseline());
-        CHECK(relative_error(out, reference::verl_reinforce_pp_baseline(rewards, length_values, ids)) < 1e-9);  // verl's +1e-8 on the count
+        CHECK(relative_error(out, reference::verl_reinforce_pp_baseline(rewards, length_values, ids)) <
+              1e-9);  // verl's +1e-8 on the count
         // OpenRLHF: big rewards make the ±10 clip bite.
         auto big = rewards;
         for (auto& value : big) value *= 30;
-        for (auto [estimator, mode] : {std::pair{presets::openrlhf_estimator::group_norm, reference::openrlhf_mode::group_norm},
-                                       std::pair{presets::openrlhf_estimator::dr_grpo, reference::openrlhf_mode::dr_grpo},
-                                       std::pair{presets::openrlhf_estimator::rloo, reference::openrlhf_mode::rloo},
-                                       std::pair{presets::openrlhf_estimator::reinforce_baseline, reference::openrlhf_mode::reinforce_baseline}}) {
+        for (auto [estimator, mode] :
+             {std::pair{presets::openrlhf_estimator::group_norm, reference::openrlhf_mode::group_norm},
+              std::pair{presets::openrlhf_estimator::dr_grpo, reference::openrlhf_mode::dr_grpo},
+              std::pair{presets::openrlhf_estimator::rloo, reference::openrlhf_mode::rloo},
+              std::pair{presets::openrlhf_estimator::reinforce_baseline,
+                        reference::openrlhf_mode::reinforce_baseline}}) {
             reward_inputs<double> open;
             open.rewards = big;
             open.grouping = groups;
@@ -271,10 +300,12 @@ TEST_CASE("presets reproduce verl, TRL and OpenRLHF", "[advantage][presets]") {
     // OpenRLHF asserts n > 1.
     const std::vector<double> single = {1.0, 2.0};
     std::vector<double> out(2);
-    require_error_naming([&] { group_normalize(single, contiguous_groups(1), out, presets::openrlhf()); }, "singleton_policy::error");
+    require_error_naming([&] { group_normalize(single, contiguous_groups(1), out, presets::openrlhf()); },
+                         "singleton_policy::error");
 }
 
-TEMPLATE_TEST_CASE("reinforce_pp (both mask rules), reinforce_pp_baseline and remax match verl", "[advantage][returns]", float, double) {
+TEMPLATE_TEST_CASE("reinforce_pp (both mask rules), reinforce_pp_baseline and remax match verl", "[advantage][returns]",
+                   float, double) {
     using T = TestType;
     const double tolerance = std::is_same_v<T, double> ? 1e-9 : 5e-5;
     for (index_type cols : {1, 3, 16, 17, 33}) {
@@ -299,23 +330,29 @@ TEMPLATE_TEST_CASE("reinforce_pp (both mask rules), reinforce_pp_baseline and re
             for (auto rule : {return_mask_rule::carry, return_mask_rule::reset}) {
                 INFO(type_name<T>() << " T " << cols << " gamma " << gamma << " rule " << int(rule));
                 reinforce_pp(rewards.view, token_mask.view, advantages.view, {}, {gamma, rule});
-                const auto expected = reference::verl_reinforce_pp(rewards.values(), mask_values, rows, cols, gamma, rule == return_mask_rule::carry);
+                const auto expected = reference::verl_reinforce_pp(rewards.values(), mask_values, rows, cols, gamma,
+                                                                   rule == return_mask_rule::carry);
                 CHECK(relative_error(advantages.values(), expected, 1.0) < tolerance);
                 CHECK(advantages.padding_untouched());
             }
         }
         std::vector<T> baselines = to_storage<T>(random_values(rows, 99));
         remax(rewards.view, token_mask.view, baselines, advantages.view, returns.view);
-        CHECK(relative_error(advantages.values(), reference::verl_remax(rewards.values(), mask_values, to_double(baselines), rows, cols), 1.0) <
-              tolerance);
+        CHECK(relative_error(advantages.values(),
+                             reference::verl_remax(rewards.values(), mask_values, to_double(baselines), rows, cols),
+                             1.0) < tolerance);
         const auto zero_baselines = std::vector<double>(rows, 0.0);
-        CHECK(relative_error(returns.values(), reference::verl_remax(rewards.values(), mask_values, zero_baselines, rows, cols), 1.0) < tolerance);
+        CHECK(relative_error(returns.values(),
+                             reference::verl_remax(rewards.values(), mask_values, zero_baselines, rows, cols),
+                             1.0) < tolerance);
         // The group-baseline variant, per sample, broadcast to tokens.
         const auto scores = stored<T>(random_values(rows, 5 + static_cast<std::uint32_t>(cols)));
         const auto stored_scores = to_storage<T>(scores);
         std::vector<T> per_sample(rows);
         const std::vector<std::int64_t> ids = {0, 0, 0, 1, 1, 1, 2, 2, 3};
-        reinforce_pp_baseline(stored_scores, group_ids(ids), mask, per_sample, {singleton_policy::keep_raw, {whiten_mode::token_weighted, 1, 1e-8, eps_mode::inside_sqrt}, false});
+        reinforce_pp_baseline(
+            stored_scores, group_ids(ids), mask, per_sample,
+            {singleton_policy::keep_raw, {whiten_mode::token_weighted, 1, 1e-8, eps_mode::inside_sqrt}, false});
         std::vector<double> lengths(rows, 0);
         for (index_type i = 0; i < rows; ++i)
             for (index_type t = 0; t < cols; ++t) lengths[i] += mask_values[i * cols + t];
@@ -326,7 +363,8 @@ TEMPLATE_TEST_CASE("reinforce_pp (both mask rules), reinforce_pp_baseline and re
         credit::broadcast_advantages(per_sample, mask, advantages.view);
         for (index_type i = 0; i < rows; ++i)
             for (index_type t = 0; t < cols; ++t)
-                CHECK(static_cast<double>(advantages.view(i, t)) == (mask(i, t) ? static_cast<double>(per_sample[i]) : 0.0));
+                CHECK(static_cast<double>(advantages.view(i, t)) ==
+                      (mask(i, t) ? static_cast<double>(per_sample[i]) : 0.0));
     }
 }
 

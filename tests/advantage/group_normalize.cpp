@@ -82,7 +82,8 @@ std::vector<double> run(const batch_data& data, const group_normalize_options& o
         mask.assign(lengths.size() * width, 0);
         for (std::size_t i = 0; i < lengths.size(); ++i)
             for (index_type t = 0; t < lengths[i]; ++t) mask[i * width + (t * 7) % width] = 1;
-        inputs.token_mask = view(static_cast<const std::uint8_t*>(mask.data()), static_cast<index_type>(lengths.size()), width);
+        inputs.token_mask =
+            view(static_cast<const std::uint8_t*>(mask.data()), static_cast<index_type>(lengths.size()), width);
     } else {
         inputs.lengths = lengths;
     }
@@ -92,24 +93,27 @@ std::vector<double> run(const batch_data& data, const group_normalize_options& o
 }
 
 template <class T>
-void check_against_reference(const batch_data& data, const group_normalize_options& options, bool use_token_mask = false) {
-    const auto expected =
-        reference::group_normalize(stored<T>(data.rewards), data.ids, data.valid, data.lengths, stored<T>(data.baseline), options);
+void check_against_reference(const batch_data& data, const group_normalize_options& options,
+                             bool use_token_mask = false) {
+    const auto expected = reference::group_normalize(stored<T>(data.rewards), data.ids, data.valid, data.lengths,
+                                                     stored<T>(data.baseline), options);
     const auto actual = run<T>(data, options, use_token_mask);
     const double tolerance = std::is_same_v<T, double> ? 1e-9 : 2e-5;
     CHECK(relative_error(actual, expected, 1.0) < tolerance);
 }
 
-const center_mode all_centers[] = {center_mode::group_mean,    center_mode::batch_mean,  center_mode::leave_one_out,
+const center_mode all_centers[] = {center_mode::group_mean,      center_mode::batch_mean,    center_mode::leave_one_out,
                                    center_mode::length_weighted, center_mode::window_median, center_mode::window_mean,
-                                   center_mode::baseline,      center_mode::none};
-const scale_mode all_scales[] = {scale_mode::group_std, scale_mode::batch_std, scale_mode::window_spread, scale_mode::none};
-const eps_mode all_placements[] = {eps_mode::add_to_std, eps_mode::inside_sqrt, eps_mode::clamp_variance, eps_mode::std_floor_skip};
+                                   center_mode::baseline,        center_mode::none};
+const scale_mode all_scales[] = {scale_mode::group_std, scale_mode::batch_std, scale_mode::window_spread,
+                                 scale_mode::none};
+const eps_mode all_placements[] = {eps_mode::add_to_std, eps_mode::inside_sqrt, eps_mode::clamp_variance,
+                                   eps_mode::std_floor_skip};
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("group_normalize matches the reference for every option, contiguous and ragged", "[advantage][group_normalize]", float,
-                   double) {
+TEMPLATE_TEST_CASE("group_normalize matches the reference for every option, contiguous and ragged",
+                   "[advantage][group_normalize]", float, double) {
     std::vector<batch_data> batches;
     std::uint32_t seed = 10;
     for (index_type size : {1, 2, 3, 15, 16, 17, 33}) batches.push_back(contiguous_batch(size, 4, seed++));
@@ -133,8 +137,8 @@ TEMPLATE_TEST_CASE("group_normalize matches the reference for every option, cont
                             options.ddof = ddof;
                             options.singleton = singleton;
                             options.eps = placement == eps_mode::std_floor_skip ? 1e-3 : 1e-4;
-                            INFO("batch " << b << " center " << int(center) << " scale " << int(scale) << " placement " << int(placement)
-                                          << " ddof " << ddof << " singleton " << int(singleton));
+                            INFO("batch " << b << " center " << int(center) << " scale " << int(scale) << " placement "
+                                          << int(placement) << " ddof " << ddof << " singleton " << int(singleton));
                             check_against_reference<TestType>(data, options);
                         }
         // Whitening, clip, the window fraction and empty responses on a subset of centers.
@@ -147,7 +151,8 @@ TEMPLATE_TEST_CASE("group_normalize matches the reference for every option, cont
                     options.whiten = {whiten, ddof, placement == eps_mode::std_floor_skip ? 1e-3 : 1e-8, placement};
                     options.clip_min = -1.5;
                     options.clip_max = 2.0;
-                    INFO("batch " << b << " whiten " << int(whiten) << " placement " << int(placement) << " ddof " << ddof);
+                    INFO("batch " << b << " whiten " << int(whiten) << " placement " << int(placement) << " ddof "
+                                  << ddof);
                     check_against_reference<TestType>(data, options);
                     options.exclude_empty_responses = false;
                     check_against_reference<TestType>(data, options);
@@ -236,8 +241,10 @@ TEST_CASE("group_normalize properties from the math", "[advantage][group_normali
             for (double value : d) mean_abs += std::abs(value) / static_cast<double>(size);
             for (double value : a) mean_square += value * value / static_cast<double>(size);
             CHECK(mean_abs == Approx(2 * p * (1 - p)).margin(1e-12));  // Dr. GRPO: mean |A| = 2p(1 − p)
-            if (p > 0 && p < 1) CHECK(mean_square == Approx(1.0).epsilon(1e-12));  // GRPO (population std): mean A² = 1
-            else CHECK(mean_square == 0.0);
+            if (p > 0 && p < 1)
+                CHECK(mean_square == Approx(1.0).epsilon(1e-12));  // GRPO (population std): mean A² = 1
+            else
+                CHECK(mean_square == 0.0);
             for (std::size_t j = 0; j < list.size(); ++j)  // RLOO = G/(G−1)·Dr. GRPO
                 CHECK(r[j] == Approx(d[j] * size / (size - 1.0)).margin(1e-12));
         }
@@ -289,7 +296,8 @@ TEST_CASE("group_normalize degenerate inputs have their documented results", "[a
     group_normalize(lonely, group_ids(ids), out, options);
     CHECK(out[0] == 0.0);
     options.singleton = singleton_policy::error;
-    require_error_naming([&] { group_normalize(lonely, group_ids(ids), out, options); }, "group 0 has one valid sample");
+    require_error_naming([&] { group_normalize(lonely, group_ids(ids), out, options); },
+                         "group 0 has one valid sample");
 
     const double nan = reference::nan_value;
     const std::vector<double> all_nan = {nan, nan, 1.0, 2.0};
@@ -297,9 +305,11 @@ TEST_CASE("group_normalize degenerate inputs have their documented results", "[a
     CHECK(out[0] == 0.0);
     CHECK(out[1] == 0.0);
     CHECK(out[2] == Approx(-0.5 / (std::sqrt(0.5) + 1e-4)));
-    require_error_naming([&] { group_normalize(all_nan, contiguous_groups(2), out, presets::verl_grpo()); }, "rewards[0]");
+    require_error_naming([&] { group_normalize(all_nan, contiguous_groups(2), out, presets::verl_grpo()); },
+                         "rewards[0]");
     const std::vector<double> infinite = {1.0, INFINITY};
-    require_error_naming([&] { group_normalize(infinite, contiguous_groups(2), out = std::vector<double>(2)); }, "infinite");
+    require_error_naming([&] { group_normalize(infinite, contiguous_groups(2), out = std::vector<double>(2)); },
+                         "infinite");
 
     // Whitening with nothing valid: zeros; one valid sample: 0.
     std::vector<std::uint8_t> nothing = {0, 0, 0, 0};
@@ -322,7 +332,8 @@ TEST_CASE("group_normalize degenerate inputs have their documented results", "[a
 TEST_CASE("group_normalize rejects bad input, naming the argument", "[advantage][group_normalize]") {
     const std::vector<double> rewards = {1, 2, 3, 4, 5};
     std::vector<double> out(5);
-    require_error_naming([&] { group_normalize(rewards, contiguous_groups(2), out); }, "not a multiple of group_size 2");
+    require_error_naming([&] { group_normalize(rewards, contiguous_groups(2), out); },
+                         "not a multiple of group_size 2");
     require_error_naming([&] { contiguous_groups(0); }, "group_size");
     std::vector<double> short_out(4);
     require_error_naming([&] { group_normalize(rewards, contiguous_groups(5), short_out); }, "output has length 4");
@@ -347,13 +358,16 @@ TEST_CASE("group_normalize rejects bad input, naming the argument", "[advantage]
     require_error_naming([&] { group_normalize(rewards, contiguous_groups(5), out, options); }, "window_fraction");
     options = {};
     options.center = center_mode::length_weighted;
-    require_error_naming([&] { group_normalize(rewards, contiguous_groups(5), out, options); }, "length_weighted needs lengths");
+    require_error_naming([&] { group_normalize(rewards, contiguous_groups(5), out, options); },
+                         "length_weighted needs lengths");
     options = {};
     options.center = center_mode::baseline;
-    require_error_naming([&] { group_normalize(rewards, contiguous_groups(5), out, options); }, "baseline has length 0");
+    require_error_naming([&] { group_normalize(rewards, contiguous_groups(5), out, options); },
+                         "baseline has length 0");
     options = {};
     options.whiten.mode = whiten_mode::token_weighted;
-    require_error_naming([&] { group_normalize(rewards, contiguous_groups(5), out, options); }, "token_weighted needs lengths");
+    require_error_naming([&] { group_normalize(rewards, contiguous_groups(5), out, options); },
+                         "token_weighted needs lengths");
 
     reward_inputs<double> inputs;
     inputs.rewards = rewards;
@@ -377,7 +391,8 @@ TEST_CASE("group_normalize rejects bad input, naming the argument", "[advantage]
     require_error_naming([&] { group_normalize(matrix.col(0), contiguous_groups(5), out); }, "contiguous");
 }
 
-TEST_CASE("group_normalize accepts Eigen vectors, std::vector and vector_view, float or double output", "[advantage][group_normalize]") {
+TEST_CASE("group_normalize accepts Eigen vectors, std::vector and vector_view, float or double output",
+          "[advantage][group_normalize]") {
     const auto values = random_values(48, 9);
     Eigen::VectorXf eigen_rewards(48);
     for (int i = 0; i < 48; ++i) eigen_rewards[i] = static_cast<float>(values[i]);
@@ -387,7 +402,8 @@ TEST_CASE("group_normalize accepts Eigen vectors, std::vector and vector_view, f
     std::vector<double> got(eigen_out.data(), eigen_out.data() + 48);
     CHECK(relative_error(got, expected) < 1e-12);  // float rewards, statistics and output in double
     std::vector<float> float_out(48);
-    group_normalize(vector_view<const float>(eigen_rewards.data(), 48), contiguous_groups(16), vector_view<float>(float_out.data(), 48));
+    group_normalize(vector_view<const float>(eigen_rewards.data(), 48), contiguous_groups(16),
+                    vector_view<float>(float_out.data(), 48));
     CHECK(relative_error(to_double(float_out), expected) < 2e-7);
     // A segment of a longer vector (unaligned start).
     Eigen::VectorXd longer(50);
@@ -459,13 +475,16 @@ TEST_CASE("moments: Welford add, Chan's merge of parts equals the whole", "[adva
     CHECK(batch_moments(vector_view<const double>(three), vector_view<const std::uint8_t>(mask)).mean == 2.0);
 }
 
-TEST_CASE("group_normalize's blocked fast path (float, ≥ 16 contiguous groups) matches the reference", "[advantage][group_normalize]") {
+TEST_CASE("group_normalize's blocked fast path (float, ≥ 16 contiguous groups) matches the reference",
+          "[advantage][group_normalize]") {
     // 37 groups: two full blocks of 16 and a partial one, so both the blocked and the per-group moments run.
     for (index_type size : {2, 3, 8, 16, 17, 33}) {
         auto data = contiguous_batch(size, 37, 500 + static_cast<std::uint32_t>(size));
-        for (index_type j = 0; j < size; ++j) data.rewards[static_cast<std::size_t>(5 * size + j)] = 0.95;  // a constant group
-        for (index_type j = 0; j < size; ++j) data.rewards[static_cast<std::size_t>(7 * size + j)] += 1e6;   // a far offset
-        data.rewards[static_cast<std::size_t>(9 * size)] = reference::nan_value;                               // a NaN inside a block
+        for (index_type j = 0; j < size; ++j)
+            data.rewards[static_cast<std::size_t>(5 * size + j)] = 0.95;  // a constant group
+        for (index_type j = 0; j < size; ++j)
+            data.rewards[static_cast<std::size_t>(7 * size + j)] += 1e6;          // a far offset
+        data.rewards[static_cast<std::size_t>(9 * size)] = reference::nan_value;  // a NaN inside a block
         for (auto placement : all_placements)
             for (int ddof : {0, 1})
                 for (auto scale : {scale_mode::group_std, scale_mode::none}) {
@@ -474,17 +493,21 @@ TEST_CASE("group_normalize's blocked fast path (float, ≥ 16 contiguous groups)
                     options.ddof = ddof;
                     options.scale = scale;
                     options.eps = placement == eps_mode::std_floor_skip ? 1e-3 : 1e-4;
-                    INFO("G " << size << " placement " << int(placement) << " ddof " << ddof << " scale " << int(scale));
-                    const auto expected = reference::group_normalize(stored<float>(data.rewards), data.ids, {}, {}, {}, options);
+                    INFO("G " << size << " placement " << int(placement) << " ddof " << ddof << " scale "
+                              << int(scale));
+                    const auto expected =
+                        reference::group_normalize(stored<float>(data.rewards), data.ids, {}, {}, {}, options);
                     CHECK(relative_error(run<float>(data, options), expected, 1.0) < 2e-5);
                     options.clip_min = -0.5;
                     options.clip_max = 0.7;
-                    const auto clipped = reference::group_normalize(stored<float>(data.rewards), data.ids, {}, {}, {}, options);
+                    const auto clipped =
+                        reference::group_normalize(stored<float>(data.rewards), data.ids, {}, {}, {}, options);
                     CHECK(relative_error(run<float>(data, options), clipped, 1.0) < 2e-5);
                 }
         const auto a = run<float>(data, presets::trl());
         for (index_type j = 0; j < size; ++j) CHECK(a[static_cast<std::size_t>(5 * size + j)] == 0.0);
         CHECK(a[static_cast<std::size_t>(9 * size)] == 0.0);
-        require_error_naming([&] { run<float>(data, presets::verl_grpo()); }, "rewards[" + std::to_string(9 * size) + "]");
+        require_error_naming([&] { run<float>(data, presets::verl_grpo()); },
+                             "rewards[" + std::to_string(9 * size) + "]");
     }
 }

@@ -24,7 +24,8 @@ gdpo_options weighted(const std::vector<double>& weights, gdpo_flavour flavour =
     return options;
 }
 
-sa_mrpo_options saturation(double gamma, const std::vector<double>& weights, const std::vector<double>& lower, const std::vector<double>& upper) {
+sa_mrpo_options saturation(double gamma, const std::vector<double>& weights, const std::vector<double>& lower,
+                           const std::vector<double>& upper) {
     sa_mrpo_options options;
     options.gamma = gamma;
     options.weights = weights;
@@ -61,13 +62,14 @@ TEST_CASE("gdpo matches TRL's normalize_then_sum and verl's gdpo", "[advantage][
         for (Eigen::Index i = 0; i < n; ++i)
             for (int k = 0; k < 3; ++k) rewards(i, k) = values[i * 3 + k];
         rewards.col(1) = binary_matrix(n, 1, 3);
-        rewards(1, 0) = nan;                               // one NaN column in a row
+        rewards(1, 0) = nan;                                  // one NaN column in a row
         rewards(2, 0) = rewards(2, 1) = rewards(2, 2) = nan;  // an unscorable row
         const std::vector<double> weights = {1.0, 0.5, 2.0};
         std::vector<double> out(static_cast<std::size_t>(n));
         INFO("G " << size);
         gdpo(rewards, contiguous_groups(size), out, weighted(weights));
-        CHECK(relative_error(out, reference::trl_gdpo(columns_of(rewards), weights, static_cast<std::size_t>(size))) < 1e-12);
+        CHECK(relative_error(out, reference::trl_gdpo(columns_of(rewards), weights, static_cast<std::size_t>(size))) <
+              1e-12);
         CHECK(out[2] == 0.0);
 
         row_matrix clean = rewards;
@@ -77,8 +79,11 @@ TEST_CASE("gdpo matches TRL's normalize_then_sum and verl's gdpo", "[advantage][
         std::vector<double> length_values(static_cast<std::size_t>(n));
         for (Eigen::Index i = 0; i < n; ++i) length_values[i] = static_cast<double>(lengths[i] = 1 + (i * 11) % 29);
         gdpo(clean, contiguous_groups(size), lengths, {}, out, weighted(weights, gdpo_flavour::verl));
-        CHECK(relative_error(out, reference::verl_gdpo(columns_of(clean), weights, length_values, reference::contiguous_ids(n, size))) < 1e-9);
-        require_error_naming([&] { gdpo(rewards, contiguous_groups(size), lengths, {}, out, weighted(weights, gdpo_flavour::verl)); }, "NaN");
+        CHECK(relative_error(out, reference::verl_gdpo(columns_of(clean), weights, length_values,
+                                                       reference::contiguous_ids(n, size))) < 1e-9);
+        require_error_naming(
+            [&] { gdpo(rewards, contiguous_groups(size), lengths, {}, out, weighted(weights, gdpo_flavour::verl)); },
+            "NaN");
     }
 }
 
@@ -97,7 +102,8 @@ TEST_CASE("the GDPO collapse example: summed GRPO cannot tell (1,0) from (1,1), 
     group_normalize_options trl_column;
     trl_column.eps = 1e-4;
     for (int k = 0; k < 2; ++k) {
-        std::vector<double> column_x = {x(0, k), x(1, k), x(2, k), x(3, k)}, column_y = {y(0, k), y(1, k), y(2, k), y(3, k)};
+        std::vector<double> column_x = {x(0, k), x(1, k), x(2, k), x(3, k)},
+                            column_y = {y(0, k), y(1, k), y(2, k), y(3, k)};
         group_normalize(column_x, contiguous_groups(4), z, trl_column);
         for (int i = 0; i < 4; ++i) pre_x[i] += z[i];
         group_normalize(column_y, contiguous_groups(4), z, trl_column);
@@ -144,9 +150,13 @@ TEST_CASE("sa_mrpo: γ = 0 is GDPO; saturation discounts an objective by (1 − 
     CHECK(effective[1] == Approx(std::pow(1 - s1, 0.5)));
     gdpo(rewards, contiguous_groups(8), plain, weighted(effective));
     CHECK(relative_error(sa, plain) < 1e-15);
-    require_error_naming([&] { sa_mrpo(rewards, contiguous_groups(8), sa, {}, saturation(0.5, weights, upper, lower)); }, "must exceed lower");
+    require_error_naming(
+        [&] { sa_mrpo(rewards, contiguous_groups(8), sa, {}, saturation(0.5, weights, upper, lower)); },
+        "must exceed lower");
     const std::vector<double> short_bounds = {0};
-    require_error_naming([&] { sa_mrpo(rewards, contiguous_groups(8), sa, {}, saturation(0.5, weights, short_bounds, upper)); }, "bounds have lengths 1 and 2");
+    require_error_naming(
+        [&] { sa_mrpo(rewards, contiguous_groups(8), sa, {}, saturation(0.5, weights, short_bounds, upper)); },
+        "bounds have lengths 1 and 2");
 }
 
 TEST_CASE("bnpo matches its reference and reduces to REINFORCE and to GRPO × π/8", "[advantage][bnpo]") {
@@ -222,7 +232,8 @@ TEST_CASE("gepo: group entropy, EMA thresholds kept between steps, asymmetric at
         row_matrix mask(n, T);  // the mask of the log-probs has their storage type
         std::vector<double> mask_values(static_cast<std::size_t>(n * T)), log_values(static_cast<std::size_t>(n * T));
         for (index_type i = 0; i < n; ++i) {
-            const index_type length = (i / size == 5) ? 0 : 1 + static_cast<index_type>(generator() % T);  // group 5: no tokens
+            const index_type length =
+                (i / size == 5) ? 0 : 1 + static_cast<index_type>(generator() % T);  // group 5: no tokens
             const double sharpness = 0.2 + 0.3 * static_cast<double>((i / size) % 7);
             for (index_type t = 0; t < T; ++t) {
                 log_probs(i, t) = -sharpness * (1.0 + static_cast<double>(generator() % 100) / 100.0);
@@ -233,8 +244,8 @@ TEST_CASE("gepo: group entropy, EMA thresholds kept between steps, asymmetric at
         }
         std::vector<double> out(static_cast<std::size_t>(n)), entropy(static_cast<std::size_t>(groups_count));
         gepo(advantages, contiguous_groups(size), log_probs, mask, state, out, entropy);
-        const auto expected =
-            reference::gepo(advantages, log_values, mask_values, static_cast<std::size_t>(T), reference::contiguous_ids(n, size), reference_state);
+        const auto expected = reference::gepo(advantages, log_values, mask_values, static_cast<std::size_t>(T),
+                                              reference::contiguous_ids(n, size), reference_state);
         INFO("step " << step);
         CHECK(state.low == Approx(reference_state.low).epsilon(1e-12));
         CHECK(state.high == Approx(reference_state.high).epsilon(1e-12));
@@ -259,9 +270,11 @@ TEST_CASE("gepo: group entropy, EMA thresholds kept between steps, asymmetric at
     std::vector<double> out(2);
     gepo_options bad;
     bad.gamma = 0;
-    require_error_naming([&] { gepo(advantages, contiguous_groups(1), log_probs, mask, state, out, {}, bad); }, "gamma");
+    require_error_naming([&] { gepo(advantages, contiguous_groups(1), log_probs, mask, state, out, {}, bad); },
+                         "gamma");
     row_matrix short_log = row_matrix::Constant(1, 3, -1.0);
-    require_error_naming([&] { gepo(advantages, contiguous_groups(1), short_log, mask, state, out); }, "log_probs has 1 rows");
+    require_error_naming([&] { gepo(advantages, contiguous_groups(1), short_log, mask, state, out); },
+                         "log_probs has 1 rows");
 }
 
 TEST_CASE("scrl: progress-aware correction and per-position population z-scores", "[advantage][scrl]") {
@@ -281,15 +294,19 @@ TEST_CASE("scrl: progress-aware correction and per-position population z-scores"
         row_matrix result(n, K);
         scrl(rewards, contiguous_groups(size), result);
         std::vector<double> flat(rewards.data(), rewards.data() + n * K), got(result.data(), result.data() + n * K);
-        CHECK(relative_error(got, reference::scrl(flat, static_cast<std::size_t>(n), K, reference::contiguous_ids(n, size)), 1.0) < 1e-14);
+        CHECK(relative_error(got,
+                             reference::scrl(flat, static_cast<std::size_t>(n), K, reference::contiguous_ids(n, size)),
+                             1.0) < 1e-14);
     }
     row_matrix half(2, 1);
     half << 0.5, 1;
     row_matrix small(2, 1);
-    require_error_naming([&] { scrl(half, contiguous_groups(2), small); }, "subproblem_rewards[0][0] = 0.5 is not binary");
+    require_error_naming([&] { scrl(half, contiguous_groups(2), small); },
+                         "subproblem_rewards[0][0] = 0.5 is not binary");
 }
 
-TEST_CASE("spo tracker: offline init, advantage r − p̂ then batch z-score, KL-adaptive forgetting, priorities", "[advantage][spo]") {
+TEST_CASE("spo tracker: offline init, advantage r − p̂ then batch z-score, KL-adaptive forgetting, priorities",
+          "[advantage][spo]") {
     spo_tracker tracker;
     const std::vector<double> offline = {1, 0, 1, 1, 0, 1, 1, 1};  // Σr = 6, n₀ = 8
     tracker.initialize(7, offline);

@@ -26,12 +26,15 @@ struct logits_case {
 
 // Reshapes the random logits (rows × V, row-major) before they are stored; it must leave each
 // row's token finite.
-using logits_shape = std::function<void(std::vector<double>& values, index_type vocabulary, const std::vector<index_type>& tokens)>;
+using logits_shape =
+    std::function<void(std::vector<double>& values, index_type vocabulary, const std::vector<index_type>& tokens)>;
 
 template <class T>
-void check_statistics(const logits_case& c, std::uint32_t seed, double masked_fraction = 0.0, const logits_shape& shape = {}) {
-    INFO(type_name<T>() << " rows " << c.rows << " V " << c.vocabulary << " padding " << c.padding << " tau " << c.temperature << " scale "
-                        << c.scale << " offset " << c.offset << " masked " << masked_fraction);
+void check_statistics(const logits_case& c, std::uint32_t seed, double masked_fraction = 0.0,
+                      const logits_shape& shape = {}) {
+    INFO(type_name<T>() << " rows " << c.rows << " V " << c.vocabulary << " padding " << c.padding << " tau "
+                        << c.temperature << " scale " << c.scale << " offset " << c.offset << " masked "
+                        << masked_fraction);
     auto values = random_values(c.rows * c.vocabulary, seed, c.offset, c.scale);
     std::mt19937 generator(seed + 1);
     std::vector<index_type> tokens(c.rows);
@@ -50,7 +53,8 @@ void check_statistics(const logits_case& c, std::uint32_t seed, double masked_fr
     credit::logits_statistics(logits.view, tokens, log_p, entropy, squares, lse, logits_with(c.temperature));
     std::vector<double> lse_ref, log_p_ref, entropy_ref, squares_ref;
     for (index_type i = 0; i < c.rows; ++i) {
-        const auto r = reference::logits_statistics(&stored_values[i * c.vocabulary], c.vocabulary, tokens[i], c.temperature);
+        const auto r =
+            reference::logits_statistics(&stored_values[i * c.vocabulary], c.vocabulary, tokens[i], c.temperature);
         lse_ref.push_back(r.logsumexp);
         log_p_ref.push_back(r.token_log_probability);
         entropy_ref.push_back(r.entropy);
@@ -73,8 +77,8 @@ void check_statistics(const logits_case& c, std::uint32_t seed, double masked_fr
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("logits_statistics matches a double log-softmax over tails, strides and storage types", "[credit][logits]", float, double,
-                   Eigen::bfloat16, Eigen::half) {
+TEMPLATE_TEST_CASE("logits_statistics matches a double log-softmax over tails, strides and storage types",
+                   "[credit][logits]", float, double, Eigen::bfloat16, Eigen::half) {
     std::uint32_t seed = 10;
     for (index_type vocabulary : tail_dims) {
         check_statistics<TestType>({3, vocabulary, vocabulary % 5, 1.0, 2.0, 0.0}, seed++);
@@ -86,47 +90,54 @@ TEMPLATE_TEST_CASE("logits_statistics matches a double log-softmax over tails, s
 
 // The row is summed as two halves (the first a whole number of 2048-element chunks), each chunk
 // against the maximum of the chunks before it: these rows reach every way that can go.
-TEMPLATE_TEST_CASE("logits_statistics over rising maxima, late starts and masked halves", "[credit][logits]", float, double, Eigen::bfloat16,
-                   Eigen::half) {
+TEMPLATE_TEST_CASE("logits_statistics over rising maxima, late starts and masked halves", "[credit][logits]", float,
+                   double, Eigen::bfloat16, Eigen::half) {
     constexpr index_type chunk = 2048, vocabulary = 3 * chunk + 77;  // halves [0, 4096) and [4096, 6221)
     constexpr double minus_infinity = -std::numeric_limits<double>::infinity();
     const auto rising = [](double step) {
         return [step](std::vector<double>& values, index_type v_count, const std::vector<index_type>&) {
-            for (std::size_t k = 0; k < values.size(); ++k) values[k] += step * static_cast<double>((static_cast<index_type>(k) % v_count) / chunk);
+            for (std::size_t k = 0; k < values.size(); ++k)
+                values[k] += step * static_cast<double>((static_cast<index_type>(k) % v_count) / chunk);
         };
     };
     const auto masked = [](index_type begin, index_type end) {
         return [begin, end](std::vector<double>& values, index_type v_count, const std::vector<index_type>& tokens) {
             for (std::size_t row = 0; row < tokens.size(); ++row)
                 for (index_type v = begin; v < std::min(end, v_count); ++v)
-                    if (v != tokens[row]) values[row * static_cast<std::size_t>(v_count) + static_cast<std::size_t>(v)] = minus_infinity;
+                    if (v != tokens[row])
+                        values[row * static_cast<std::size_t>(v_count) + static_cast<std::size_t>(v)] = minus_infinity;
         };
     };
     std::uint32_t seed = 60;
-    for (const double step : {5.0, 19.0, 21.0, 60.0, -30.0}) {  // moved to the new maximum (≤ 20), summed again (> 20), falling
+    for (const double step :
+         {5.0, 19.0, 21.0, 60.0, -30.0}) {  // moved to the new maximum (≤ 20), summed again (> 20), falling
         INFO("rising by " << step << " per chunk");
         check_statistics<TestType>({3, vocabulary, 1, 1.0, 2.0, 0.0}, seed++, 0.0, rising(step));
         check_statistics<TestType>({2, vocabulary, 0, 0.5, 2.0, 0.0}, seed++, 0.0, rising(step));
     }
     // One logit 150 above the rest, at each chunk's ends and in the tails: wherever it is, the sums
     // must move to it (exp(150) overflows float).
-    for (const index_type position : {index_type(0), chunk - 1, chunk, 2 * chunk - 1, 2 * chunk, 3 * chunk - 1, 3 * chunk, vocabulary - 1}) {
+    for (const index_type position :
+         {index_type(0), chunk - 1, chunk, 2 * chunk - 1, 2 * chunk, 3 * chunk - 1, 3 * chunk, vocabulary - 1}) {
         INFO("spike at " << position);
-        check_statistics<TestType>({2, vocabulary, 0, 1.0, 2.0, 0.0}, seed++, 0.0,
-                                   [position](std::vector<double>& values, index_type v_count, const std::vector<index_type>& tokens) {
-                                       for (std::size_t row = 0; row < tokens.size(); ++row)
-                                           values[row * static_cast<std::size_t>(v_count) + static_cast<std::size_t>(position)] += 150;
-                                   });
+        check_statistics<TestType>(
+            {2, vocabulary, 0, 1.0, 2.0, 0.0}, seed++, 0.0,
+            [position](std::vector<double>& values, index_type v_count, const std::vector<index_type>& tokens) {
+                for (std::size_t row = 0; row < tokens.size(); ++row)
+                    values[row * static_cast<std::size_t>(v_count) + static_cast<std::size_t>(position)] += 150;
+            });
     }
     // A half whose first chunk (or every chunk) is -inf starts late (or never).
-    for (const auto& [begin, end] : {std::pair{index_type(0), chunk}, std::pair{2 * chunk, 3 * chunk}, std::pair{index_type(0), 2 * chunk},
-                                     std::pair{2 * chunk, vocabulary}, std::pair{index_type(0), 3 * chunk}}) {
+    for (const auto& [begin, end] :
+         {std::pair{index_type(0), chunk}, std::pair{2 * chunk, 3 * chunk}, std::pair{index_type(0), 2 * chunk},
+          std::pair{2 * chunk, vocabulary}, std::pair{index_type(0), 3 * chunk}}) {
         INFO("masked [" << begin << ", " << end << ")");
         check_statistics<TestType>({3, vocabulary, 2, 1.0, 2.0, 0.0}, seed++, 0.0, masked(begin, end));
     }
 }
 
-TEMPLATE_TEST_CASE("logits_statistics is stable for logits of +-1e4 and -inf entries", "[credit][logits]", float, double, Eigen::bfloat16) {
+TEMPLATE_TEST_CASE("logits_statistics is stable for logits of +-1e4 and -inf entries", "[credit][logits]", float,
+                   double, Eigen::bfloat16) {
     check_statistics<TestType>({4, 5000, 1, 1.0, 1e4, 0.0}, 40);
     check_statistics<TestType>({4, 3000, 0, 1.0, 5.0, 1e4}, 41);
     check_statistics<TestType>({4, 3000, 0, 1.0, 5.0, -1e4}, 42);
@@ -139,7 +150,8 @@ TEST_CASE("logits_statistics special cases", "[credit][logits]") {
         for (index_type vocabulary : {index_type(1), index_type(17), index_type(152064)}) {
             std::vector<float> z(vocabulary, 2.5f);
             std::vector<float> lse(1), log_p(1), entropy(1), squares(1);
-            credit::logits_statistics(view(z.data(), 1, vocabulary), std::vector<index_type>{vocabulary - 1}, log_p, entropy, squares, lse);
+            credit::logits_statistics(view(z.data(), 1, vocabulary), std::vector<index_type>{vocabulary - 1}, log_p,
+                                      entropy, squares, lse);
             const double log_v = std::log(static_cast<double>(vocabulary));
             CHECK(lse[0] == Approx(2.5 + log_v).epsilon(1e-6));
             CHECK(log_p[0] == Approx(-log_v).margin(1e-5));
@@ -172,18 +184,27 @@ TEST_CASE("logits_statistics rejects bad input, naming it", "[credit][logits]") 
     require_error_naming([&] { credit::logits_statistics(logits, std::vector<index_type>{0, 5}, out); }, "tokens[1]");
     require_error_naming([&] { credit::logits_statistics(logits, std::vector<index_type>{-1, 0}, out); }, "vocabulary");
     require_error_naming([&] { credit::logits_statistics(logits, std::vector<index_type>{0}, out); }, "tokens");
-    require_error_naming([&] { credit::logits_statistics(logits, {}, {}, {}, {}, out, logits_with(0.0)); }, "temperature");
+    require_error_naming([&] { credit::logits_statistics(logits, {}, {}, {}, {}, out, logits_with(0.0)); },
+                         "temperature");
     std::vector<float> three(3), one(1);
     require_error_naming([&] { credit::logits_statistics(logits, {}, {}, {}, {}, three); }, "logsumexp");
     std::vector<float> masked(5, -std::numeric_limits<float>::infinity());
     require_error_naming([&] { credit::logits_statistics(view(masked.data(), 1, 5), {}, {}, {}, {}, one); }, "row 0");
     std::vector<float> gradient(10), g(2, 1.0f);
-    require_error_naming([&] { credit::logits_backward(g, logits, std::vector<index_type>{0, 7}, view(gradient.data(), 2, 5)); }, "tokens[1]");
-    require_error_naming([&] { credit::logits_backward(g, logits, std::vector<index_type>{0, 1}, view(gradient.data(), 2, 4)); },
-                         "logits_gradient");
+    require_error_naming(
+        [&] {
+            credit::logits_backward(g, logits, std::vector<index_type>{0, 7}, view(gradient.data(), 2, 5));
+        },
+        "tokens[1]");
+    require_error_naming(
+        [&] {
+            credit::logits_backward(g, logits, std::vector<index_type>{0, 1}, view(gradient.data(), 2, 4));
+        },
+        "logits_gradient");
 }
 
-TEMPLATE_TEST_CASE("logits_backward matches (g/tau)(e_y - pi) for each gradient type", "[credit][logits]", float, Eigen::bfloat16) {
+TEMPLATE_TEST_CASE("logits_backward matches (g/tau)(e_y - pi) for each gradient type", "[credit][logits]", float,
+                   Eigen::bfloat16) {
     for (index_type vocabulary : {index_type(1), index_type(15), index_type(33), index_type(4097)}) {
         const index_type rows = 3;
         const double tau = 0.8;
@@ -194,16 +215,20 @@ TEMPLATE_TEST_CASE("logits_backward matches (g/tau)(e_y - pi) for each gradient 
         credit::logits_statistics(logits.view, tokens, {}, {}, {}, lse, logits_with(tau));
         for (bool saved : {true, false}) {
             test_matrix<TestType> gradient(rows, vocabulary, 2);
-            credit::logits_backward(g, logits.view, tokens, gradient.view, saved ? vector_view<const float>(lse) : vector_view<const float>{}, logits_with(tau));
+            credit::logits_backward(g, logits.view, tokens, gradient.view,
+                                    saved ? vector_view<const float>(lse) : vector_view<const float>{},
+                                    logits_with(tau));
             std::vector<double> expected;
             for (index_type i = 0; i < rows; ++i) {
                 const auto row = reference::logits_gradient(&values[i * vocabulary], vocabulary, tokens[i], g[i], tau);
                 expected.insert(expected.end(), row.begin(), row.end());
             }
             INFO("V " << vocabulary << " saved lse " << saved);
-            CHECK(relative_error(gradient.values(), expected, 1.0 / tau) < (std::is_same_v<TestType, float> ? 2e-6 : 8e-3));
+            CHECK(relative_error(gradient.values(), expected, 1.0 / tau) <
+                  (std::is_same_v<TestType, float> ? 2e-6 : 8e-3));
             CHECK(gradient.padding_untouched());
-            for (index_type v = 0; v < vocabulary; ++v) CHECK(core::to_compute(gradient.view(2, v)) == 0.0f);  // g = 0 row
+            for (index_type v = 0; v < vocabulary; ++v)
+                CHECK(core::to_compute(gradient.view(2, v)) == 0.0f);  // g = 0 row
         }
     }
 }
@@ -216,10 +241,13 @@ TEST_CASE("logits_backward agrees with central finite differences of sum_t g_t l
     const std::vector<index_type> tokens = {4, 0, 36};
     const std::vector<double> g = {0.7, -1.2, 2.0};
     std::vector<double> gradient(rows * vocabulary);
-    credit::logits_backward(g, view(z.data(), rows, vocabulary), tokens, view(gradient.data(), rows, vocabulary), {}, logits_with(tau));
+    credit::logits_backward(g, view(z.data(), rows, vocabulary), tokens, view(gradient.data(), rows, vocabulary), {},
+                            logits_with(tau));
     const auto loss = [&](const std::vector<double>& x) {
         double total = 0;
-        for (index_type i = 0; i < rows; ++i) total += g[i] * reference::logits_statistics(&x[i * vocabulary], vocabulary, tokens[i], tau).token_log_probability;
+        for (index_type i = 0; i < rows; ++i)
+            total += g[i] *
+                     reference::logits_statistics(&x[i * vocabulary], vocabulary, tokens[i], tau).token_log_probability;
         return total;
     };
     const auto numeric = finite_difference(z, loss);
@@ -257,7 +285,9 @@ TEST_CASE("logits kernels give the same bits for 1 and 2 threads", "[credit][log
     credit::logits_statistics(view(zf.data(), rows, vocabulary), tokens, {}, a, {}, {}, logits_with(1.0, 1));
     credit::logits_statistics(view(zf.data(), rows, vocabulary), tokens, {}, b, {}, {}, logits_with(1.0, 2));
     CHECK(a == b);
-    credit::logits_backward(g, view(zf.data(), rows, vocabulary), tokens, view(ga.data(), rows, vocabulary), {}, logits_with(1.0, 1));
-    credit::logits_backward(g, view(zf.data(), rows, vocabulary), tokens, view(gb.data(), rows, vocabulary), {}, logits_with(1.0, 2));
+    credit::logits_backward(g, view(zf.data(), rows, vocabulary), tokens, view(ga.data(), rows, vocabulary), {},
+                            logits_with(1.0, 1));
+    credit::logits_backward(g, view(zf.data(), rows, vocabulary), tokens, view(gb.data(), rows, vocabulary), {},
+                            logits_with(1.0, 2));
     CHECK(ga == gb);
 }

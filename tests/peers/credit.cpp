@@ -29,35 +29,44 @@ double largest_difference(const std::vector<float>& ours, const torch::Tensor& t
     const auto contiguous = theirs.to(torch::kFloat32).contiguous();
     const float* data = contiguous.data_ptr<float>();
     double worst = 0;
-    for (std::size_t i = 0; i < ours.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(ours[i]) - data[i]));
+    for (std::size_t i = 0; i < ours.size(); ++i)
+        worst = std::max(worst, std::abs(static_cast<double>(ours[i]) - data[i]));
     return worst / scale;
 }
 
 }  // namespace
 
-TEST_CASE("logits_statistics and logits_backward agree with libtorch log_softmax, gather and entropy", "[peers][torch][credit]") {
+TEST_CASE("logits_statistics and logits_backward agree with libtorch log_softmax, gather and entropy",
+          "[peers][torch][credit]") {
     struct setting {
         index_type rows, vocabulary;
         double temperature, offset, scale, masked;
     };
-    for (const setting& s : {setting{7, 1, 1.0, 0.0, 1.0, 0.0}, setting{9, 4097, 1.0, 0.0, 2.0, 0.0}, setting{5, 32000, 0.7, 3.0, 4.0, 0.3},
-                             setting{4, 3000, 1.0, 1e4, 5.0, 0.0}, setting{3, 152064, 1.0, 0.0, 3.0, 0.5}}) {
-        INFO("rows " << s.rows << " V " << s.vocabulary << " tau " << s.temperature << " offset " << s.offset << " masked " << s.masked);
+    for (const setting& s : {setting{7, 1, 1.0, 0.0, 1.0, 0.0}, setting{9, 4097, 1.0, 0.0, 2.0, 0.0},
+                             setting{5, 32000, 0.7, 3.0, 4.0, 0.3}, setting{4, 3000, 1.0, 1e4, 5.0, 0.0},
+                             setting{3, 152064, 1.0, 0.0, 3.0, 0.5}}) {
+        INFO("rows " << s.rows << " V " << s.vocabulary << " tau " << s.temperature << " offset " << s.offset
+                     << " masked " << s.masked);
         const auto values = random_values(s.rows * s.vocabulary, 1 + s.vocabulary, s.offset, s.scale);
         std::vector<float> z(values.begin(), values.end());
         std::mt19937 generator(3);
         std::vector<index_type> tokens(s.rows);
-        for (auto& token : tokens) token = static_cast<index_type>(generator() % static_cast<std::uint32_t>(s.vocabulary));
+        for (auto& token : tokens)
+            token = static_cast<index_type>(generator() % static_cast<std::uint32_t>(s.vocabulary));
         std::uniform_real_distribution<double> uniform(0, 1);
         for (index_type i = 0; i < s.rows; ++i)
             for (index_type v = 0; v < s.vocabulary; ++v)
-                if (v != tokens[i] && uniform(generator) < s.masked) z[i * s.vocabulary + v] = -std::numeric_limits<float>::infinity();
+                if (v != tokens[i] && uniform(generator) < s.masked)
+                    z[i * s.vocabulary + v] = -std::numeric_limits<float>::infinity();
         std::vector<float> lse(s.rows), log_p(s.rows), entropy(s.rows), squares(s.rows), g(s.rows), gradient(z.size());
         for (index_type i = 0; i < s.rows; ++i) g[i] = static_cast<float>(i % 3) - 0.5f;
-        credit::logits_statistics(view(z.data(), s.rows, s.vocabulary), tokens, log_p, entropy, squares, lse, logits_with(s.temperature));
-        credit::logits_backward(g, view(z.data(), s.rows, s.vocabulary), tokens, view(gradient.data(), s.rows, s.vocabulary), {}, logits_with(s.temperature));
+        credit::logits_statistics(view(z.data(), s.rows, s.vocabulary), tokens, log_p, entropy, squares, lse,
+                                  logits_with(s.temperature));
+        credit::logits_backward(g, view(z.data(), s.rows, s.vocabulary), tokens,
+                                view(gradient.data(), s.rows, s.vocabulary), {}, logits_with(s.temperature));
 
-        const auto logits = torch::from_blob(z.data(), {s.rows, s.vocabulary}, torch::kFloat32).clone().set_requires_grad(true);
+        const auto logits =
+            torch::from_blob(z.data(), {s.rows, s.vocabulary}, torch::kFloat32).clone().set_requires_grad(true);
         const auto y = torch::from_blob(tokens.data(), {s.rows, 1}, torch::kInt64);
         const auto scaled = logits / s.temperature;
         const auto lp = torch::log_softmax(scaled, -1);

@@ -54,7 +54,8 @@ inline std::vector<double> pick(const std::vector<double>& values, const std::ve
 // ---------------------------------------------------------------- verl
 
 // compute_grpo_outcome_advantage (loop): id2mean/id2std, a group of one gets mean 0 and std 1.
-inline std::vector<double> verl_grpo(const std::vector<double>& scores, const ids_t& ids, bool norm_by_std = true, double eps = 1e-6) {
+inline std::vector<double> verl_grpo(const std::vector<double>& scores, const ids_t& ids, bool norm_by_std = true,
+                                     double eps = 1e-6) {
     std::vector<double> result(scores.size());
     for (const auto& [id, list] : members(ids)) {
         const auto values = pick(scores, list);
@@ -75,7 +76,8 @@ inline std::vector<double> verl_rloo(const std::vector<double>& scores, const id
         const auto values = pick(scores, list);
         const double n = static_cast<double>(values.size());
         const double mean = values.size() > 1 ? mean_of(values) : 0.0;
-        for (std::size_t i : list) result[i] = values.size() > 1 ? scores[i] * n / (n - 1) - mean * n / (n - 1) : scores[i];
+        for (std::size_t i : list)
+            result[i] = values.size() > 1 ? scores[i] * n / (n - 1) - mean * n / (n - 1) : scores[i];
     }
     return result;
 }
@@ -88,7 +90,8 @@ inline std::vector<double> verl_rloo_vectorized(const std::vector<double>& score
     return result;
 }
 
-inline std::vector<double> verl_opo(const std::vector<double>& scores, const std::vector<double>& lengths, const ids_t& ids) {
+inline std::vector<double> verl_opo(const std::vector<double>& scores, const std::vector<double>& lengths,
+                                    const ids_t& ids) {
     std::vector<double> result(scores.size());
     for (const auto& [id, list] : members(ids)) {
         long double weighted = 0, total = 0;
@@ -112,13 +115,15 @@ inline std::vector<double> verl_gpg(const std::vector<double>& scores, const ids
 }
 
 // grpo_passk: topk(2) per group; the arg-max gets (r_max − r_2nd)/(std + eps).
-inline std::vector<double> verl_passk(const std::vector<double>& scores, const ids_t& ids, bool norm_by_std = true, double eps = 1e-6) {
+inline std::vector<double> verl_passk(const std::vector<double>& scores, const ids_t& ids, bool norm_by_std = true,
+                                      double eps = 1e-6) {
     std::vector<double> result(scores.size(), 0.0);
     for (const auto& [id, list] : members(ids)) {
         auto values = pick(scores, list);
         std::vector<std::size_t> order(values.size());
         std::iota(order.begin(), order.end(), 0);
-        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return values[a] > values[b]; });
+        std::stable_sort(order.begin(), order.end(),
+                         [&](std::size_t a, std::size_t b) { return values[a] > values[b]; });
         double advantage = values[order[0]] - values[order[1]];
         if (norm_by_std) advantage /= std::sqrt(variance_of(values, 1)) + eps;
         result[list[order[0]]] = advantage;
@@ -139,17 +144,19 @@ inline std::vector<double> verl_masked_whiten(const std::vector<double>& values,
     for (std::size_t i = 0; i < values.size(); ++i) squares += (values[i] - mean) * (values[i] - mean) * weights[i];
     const long double variance = squares / (count + 1e-8L) * (count / (count - 1));
     std::vector<double> result(values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) result[i] = static_cast<double>((values[i] - mean) / std::sqrt(variance + 1e-8L));
+    for (std::size_t i = 0; i < values.size(); ++i)
+        result[i] = static_cast<double>((values[i] - mean) / std::sqrt(variance + 1e-8L));
     return result;
 }
 
-inline std::vector<double> verl_reinforce_pp_baseline(const std::vector<double>& scores, const std::vector<double>& lengths, const ids_t& ids) {
+inline std::vector<double> verl_reinforce_pp_baseline(const std::vector<double>& scores,
+                                                      const std::vector<double>& lengths, const ids_t& ids) {
     return verl_masked_whiten(verl_grpo(scores, ids, false), lengths);
 }
 
 // REINFORCE++ token returns, then masked_whiten over tokens, × mask. rewards and mask are rows × cols.
-inline std::vector<double> verl_reinforce_pp(const std::vector<double>& rewards, const std::vector<double>& mask, std::size_t rows,
-                                             std::size_t cols, double gamma, bool carry) {
+inline std::vector<double> verl_reinforce_pp(const std::vector<double>& rewards, const std::vector<double>& mask,
+                                             std::size_t rows, std::size_t cols, double gamma, bool carry) {
     std::vector<double> returns(rows * cols, 0.0);
     for (std::size_t i = 0; i < rows; ++i) {
         double running = 0;
@@ -170,8 +177,8 @@ inline std::vector<double> verl_reinforce_pp(const std::vector<double>& rewards,
     return whitened;
 }
 
-inline std::vector<double> verl_remax(const std::vector<double>& rewards, const std::vector<double>& mask, const std::vector<double>& baselines,
-                                      std::size_t rows, std::size_t cols) {
+inline std::vector<double> verl_remax(const std::vector<double>& rewards, const std::vector<double>& mask,
+                                      const std::vector<double>& baselines, std::size_t rows, std::size_t cols) {
     std::vector<double> result(rows * cols);
     for (std::size_t i = 0; i < rows; ++i)
         for (std::size_t t = 0; t < cols; ++t) {
@@ -183,8 +190,9 @@ inline std::vector<double> verl_remax(const std::vector<double>& rewards, const 
 }
 
 // gdpo (verl-new): grpo per component, weighted sum, masked_whiten over tokens.
-inline std::vector<double> verl_gdpo(const std::vector<std::vector<double>>& components, const std::vector<double>& weights,
-                                     const std::vector<double>& lengths, const ids_t& ids) {
+inline std::vector<double> verl_gdpo(const std::vector<std::vector<double>>& components,
+                                     const std::vector<double>& weights, const std::vector<double>& lengths,
+                                     const ids_t& ids) {
     std::vector<double> sum(components[0].size(), 0.0);
     for (std::size_t k = 0; k < components.size(); ++k) {
         const auto advantage = verl_grpo(components[k], ids);
@@ -253,7 +261,8 @@ inline std::vector<double> trl_async(const std::vector<double>& rewards, std::si
 
 // normalize_then_sum: z per column, nansum of w·z, then (s − nanmean)/(nanstd + 1e-4) over the
 // scorable rows (every column NaN: unscorable, 0).
-inline std::vector<double> trl_gdpo(const std::vector<std::vector<double>>& columns, const std::vector<double>& weights, std::size_t group_size) {
+inline std::vector<double> trl_gdpo(const std::vector<std::vector<double>>& columns, const std::vector<double>& weights,
+                                    std::size_t group_size) {
     const std::size_t n = columns[0].size();
     std::vector<double> sum(n, 0.0);
     std::vector<bool> scorable(n, false);
@@ -279,7 +288,8 @@ enum class openrlhf_mode { group_norm, dr_grpo, rloo, reinforce_baseline };
 
 // reshape(−1, n); baseline per estimator; clamp to (−10, 10); reinforce_baseline then whitens over
 // every action token with the population variance clamped at 1e-8.
-inline std::vector<double> openrlhf(const std::vector<double>& rewards, std::size_t n, openrlhf_mode mode, const std::vector<double>& lengths = {}) {
+inline std::vector<double> openrlhf(const std::vector<double>& rewards, std::size_t n, openrlhf_mode mode,
+                                    const std::vector<double>& lengths = {}) {
     std::vector<double> result(rewards.size());
     for (std::size_t start = 0; start < rewards.size(); start += n) {
         const std::vector<double> group(rewards.begin() + start, rewards.begin() + start + n);
@@ -290,10 +300,16 @@ inline std::vector<double> openrlhf(const std::vector<double>& rewards, std::siz
             const double r = group[j];
             double value = 0;
             switch (mode) {
-                case openrlhf_mode::rloo: value = r - static_cast<double>((sum - r) / (n - 1)); break;
+                case openrlhf_mode::rloo:
+                    value = r - static_cast<double>((sum - r) / (n - 1));
+                    break;
                 case openrlhf_mode::reinforce_baseline:
-                case openrlhf_mode::dr_grpo: value = r - mean; break;
-                case openrlhf_mode::group_norm: value = (r - mean) / (std::sqrt(variance_of(group, 1)) + 1e-9); break;
+                case openrlhf_mode::dr_grpo:
+                    value = r - mean;
+                    break;
+                case openrlhf_mode::group_norm:
+                    value = (r - mean) / (std::sqrt(variance_of(group, 1)) + 1e-9);
+                    break;
             }
             result[start + j] = std::min(std::max(value, -10.0), 10.0);
         }
@@ -317,7 +333,8 @@ inline std::vector<double> openrlhf(const std::vector<double>& rewards, std::siz
 
 // GAPO (TsingZ0/verl-GAPO): sort, m = ceil(n·(100τ)/100), shortest window (first minimum), its
 // median Q, scale √(Σ(r − Q)²/(n − 1)), A = (r − Q)/(scale + 1e-6); a group of one: Q = 0, scale 1.
-inline std::vector<double> gapo(const std::vector<double>& scores, const ids_t& ids, double fraction = 0.5, bool median = true) {
+inline std::vector<double> gapo(const std::vector<double>& scores, const ids_t& ids, double fraction = 0.5,
+                                bool median = true) {
     std::vector<double> result(scores.size());
     for (const auto& [id, list] : members(ids)) {
         auto sorted = pick(scores, list);
@@ -350,8 +367,8 @@ inline double beta_pdf(double p, double a, double b) {
     return std::pow(p, a - 1) * std::pow(1 - p, b - 1) * std::tgamma(a + b) / (std::tgamma(a) * std::tgamma(b));
 }
 
-inline std::vector<double> bnpo(const std::vector<double>& rewards, const ids_t& ids, double* alpha_out = nullptr, double* beta_out = nullptr,
-                                double fixed_alpha = 0, double fixed_beta = 0) {
+inline std::vector<double> bnpo(const std::vector<double>& rewards, const ids_t& ids, double* alpha_out = nullptr,
+                                double* beta_out = nullptr, double fixed_alpha = 0, double fixed_beta = 0) {
     const double low = *std::min_element(rewards.begin(), rewards.end());
     const double high = *std::max_element(rewards.begin(), rewards.end());
     std::vector<double> r(rewards.size());
@@ -408,8 +425,9 @@ struct gepo_thresholds {
     double low = 0, high = 0;
 };
 
-inline std::vector<double> gepo(const std::vector<double>& advantages, const std::vector<double>& log_probs, const std::vector<double>& mask,
-                                std::size_t cols, const ids_t& ids, gepo_thresholds& state, double alpha_low = 0.5, double alpha_high = 0.2,
+inline std::vector<double> gepo(const std::vector<double>& advantages, const std::vector<double>& log_probs,
+                                const std::vector<double>& mask, std::size_t cols, const ids_t& ids,
+                                gepo_thresholds& state, double alpha_low = 0.5, double alpha_high = 0.2,
                                 double beta_low = 0.2, double beta_high = 0.3, double gamma = 0.01) {
     std::map<std::int64_t, double> entropy;
     std::vector<double> values;
@@ -438,8 +456,10 @@ inline std::vector<double> gepo(const std::vector<double>& advantages, const std
     for (std::size_t i = 0; i < result.size(); ++i) {
         const auto found = entropy.find(ids[i]);
         if (found == entropy.end()) continue;
-        if (result[i] > 0 && found->second < state.low) result[i] *= alpha_low;
-        else if (result[i] < 0 && found->second > state.high) result[i] *= alpha_high;
+        if (result[i] > 0 && found->second < state.low)
+            result[i] *= alpha_low;
+        else if (result[i] < 0 && found->second > state.high)
+            result[i] *= alpha_high;
     }
     return result;
 }

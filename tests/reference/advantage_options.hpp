@@ -13,10 +13,14 @@ namespace normkit::reference {
 inline double divisor(double variance, double eps, advantage::eps_mode placement) {
     using advantage::eps_mode;
     switch (placement) {
-        case eps_mode::add_to_std: return std::sqrt(variance) + eps;
-        case eps_mode::inside_sqrt: return std::sqrt(variance + eps);
-        case eps_mode::clamp_variance: return std::sqrt(std::max(variance, eps));
-        case eps_mode::std_floor_skip: return std::sqrt(variance) >= eps ? std::sqrt(variance) : 1.0;
+        case eps_mode::add_to_std:
+            return std::sqrt(variance) + eps;
+        case eps_mode::inside_sqrt:
+            return std::sqrt(variance + eps);
+        case eps_mode::clamp_variance:
+            return std::sqrt(std::max(variance, eps));
+        case eps_mode::std_floor_skip:
+            return std::sqrt(variance) >= eps ? std::sqrt(variance) : 1.0;
     }
     return 1.0;
 }
@@ -26,14 +30,16 @@ inline double variance_or_zero(const std::vector<double>& values, int ddof) {
 }
 
 // valid: empty = all; lengths: empty = none; baseline: for center_mode::baseline.
-inline std::vector<double> group_normalize(const std::vector<double>& rewards, const ids_t& ids, const std::vector<int>& valid,
-                                           const std::vector<double>& lengths, const std::vector<double>& baseline,
+inline std::vector<double> group_normalize(const std::vector<double>& rewards, const ids_t& ids,
+                                           const std::vector<int>& valid, const std::vector<double>& lengths,
+                                           const std::vector<double>& baseline,
                                            const advantage::group_normalize_options& o) {
     using namespace advantage;
     const std::size_t n = rewards.size();
     std::vector<bool> ok(n);
     for (std::size_t i = 0; i < n; ++i)
-        ok[i] = (valid.empty() || valid[i]) && !std::isnan(rewards[i]) && !(o.exclude_empty_responses && !lengths.empty() && lengths[i] <= 0);
+        ok[i] = (valid.empty() || valid[i]) && !std::isnan(rewards[i]) &&
+                !(o.exclude_empty_responses && !lengths.empty() && lengths[i] <= 0);
     std::vector<double> batch;
     for (std::size_t i = 0; i < n; ++i)
         if (ok[i]) batch.push_back(rewards[i]);
@@ -56,7 +62,8 @@ inline std::vector<double> group_normalize(const std::vector<double>& rewards, c
         const double count = static_cast<double>(values.size());
         // GAPO's window
         double q = 0;
-        if (!lonely && (o.center == center_mode::window_median || o.center == center_mode::window_mean || o.scale == scale_mode::window_spread)) {
+        if (!lonely && (o.center == center_mode::window_median || o.center == center_mode::window_mean ||
+                        o.scale == scale_mode::window_spread)) {
             auto sorted = values;
             std::sort(sorted.begin(), sorted.end());
             std::size_t m = static_cast<std::size_t>(std::ceil(count * (100.0 * o.window_fraction) / 100.0));
@@ -69,11 +76,15 @@ inline std::vector<double> group_normalize(const std::vector<double>& rewards, c
                     best = s;
                 }
             const std::vector<double> window(sorted.begin() + best, sorted.begin() + best + m);
-            q = o.center == center_mode::window_mean ? mean_of(window) : (m % 2 ? window[m / 2] : (window[m / 2 - 1] + window[m / 2]) / 2);
+            q = o.center == center_mode::window_mean
+                    ? mean_of(window)
+                    : (m % 2 ? window[m / 2] : (window[m / 2 - 1] + window[m / 2]) / 2);
         }
         double variance = 1.0;
-        if (o.scale == scale_mode::batch_std) variance = batch_variance;
-        else if (!lonely && o.scale == scale_mode::group_std) variance = variance_or_zero(values, o.ddof);
+        if (o.scale == scale_mode::batch_std)
+            variance = batch_variance;
+        else if (!lonely && o.scale == scale_mode::group_std)
+            variance = variance_or_zero(values, o.ddof);
         else if (!lonely && o.scale == scale_mode::window_spread) {
             long double squares = 0;
             for (double v : values) squares += (v - q) * (v - q);
@@ -83,8 +94,12 @@ inline std::vector<double> group_normalize(const std::vector<double>& rewards, c
             const double r = rewards[i];
             double c = 0;
             switch (o.center) {
-                case center_mode::group_mean: c = lonely ? 0 : mean; break;
-                case center_mode::batch_mean: c = batch_mean; break;
+                case center_mode::group_mean:
+                    c = lonely ? 0 : mean;
+                    break;
+                case center_mode::batch_mean:
+                    c = batch_mean;
+                    break;
                 case center_mode::leave_one_out: {
                     long double others = 0;
                     for (std::size_t j : kept)
@@ -102,9 +117,15 @@ inline std::vector<double> group_normalize(const std::vector<double>& rewards, c
                     break;
                 }
                 case center_mode::window_median:
-                case center_mode::window_mean: c = q; break;
-                case center_mode::baseline: c = baseline[i]; break;
-                case center_mode::none: c = 0; break;
+                case center_mode::window_mean:
+                    c = q;
+                    break;
+                case center_mode::baseline:
+                    c = baseline[i];
+                    break;
+                case center_mode::none:
+                    c = 0;
+                    break;
             }
             double a = r - c;
             if (o.scale != scale_mode::none) a /= divisor(variance, o.eps, o.placement);
@@ -123,8 +144,11 @@ inline std::vector<double> group_normalize(const std::vector<double>& rewards, c
         const long double mean = sum / weight;
         long double squares = 0;
         for (std::size_t i = 0; i < n; ++i)
-            if (ok[i]) squares += (o.whiten.mode == whiten_mode::token_weighted ? lengths[i] : 1.0) * (result[i] - mean) * (result[i] - mean);
-        const double variance = weight - o.whiten.ddof > 0 ? static_cast<double>(squares / (weight - o.whiten.ddof)) : 0.0;
+            if (ok[i])
+                squares += (o.whiten.mode == whiten_mode::token_weighted ? lengths[i] : 1.0) * (result[i] - mean) *
+                           (result[i] - mean);
+        const double variance =
+            weight - o.whiten.ddof > 0 ? static_cast<double>(squares / (weight - o.whiten.ddof)) : 0.0;
         const double d = divisor(variance, o.whiten.eps, o.whiten.placement);
         for (std::size_t i = 0; i < n; ++i) result[i] = ok[i] ? static_cast<double>((result[i] - mean) / d) : 0.0;
     }

@@ -40,10 +40,12 @@ inline logits_row logits_statistics(const double* z, ptrdiff_t n, ptrdiff_t toke
 }
 
 // ∂(g·log π_y)/∂z_v = (g/τ)(δ_vy − π_v).
-inline std::vector<double> logits_gradient(const double* z, ptrdiff_t n, ptrdiff_t token, double g, double temperature) {
+inline std::vector<double> logits_gradient(const double* z, ptrdiff_t n, ptrdiff_t token, double g,
+                                           double temperature) {
     const double lse = logits_statistics(z, n, token, temperature).logsumexp;
     std::vector<double> out(n);
-    for (ptrdiff_t v = 0; v < n; ++v) out[v] = g / temperature * ((v == token ? 1.0 : 0.0) - std::exp(z[v] / temperature - lse));
+    for (ptrdiff_t v = 0; v < n; ++v)
+        out[v] = g / temperature * ((v == token ? 1.0 : 0.0) - std::exp(z[v] / temperature - lse));
     return out;
 }
 
@@ -61,7 +63,8 @@ inline double cort_map(double c, mapping f, double tau, double low, double high)
 // The s with mean clip(s·u, low, high) = 1, by bisection on the monotone mean; returns clip(s·u).
 inline std::vector<double> cort_normalize(const std::vector<double>& u, double low, double high) {
     if (u.empty()) return u;
-    if (*std::min_element(u.begin(), u.end()) == *std::max_element(u.begin(), u.end())) return std::vector<double>(u.size(), 1.0);
+    if (*std::min_element(u.begin(), u.end()) == *std::max_element(u.begin(), u.end()))
+        return std::vector<double>(u.size(), 1.0);
     const auto mean_at = [&](long double s) {
         long double total = 0;
         for (double v : u) total += std::min<long double>(std::max<long double>(s * v, low), high);
@@ -74,7 +77,8 @@ inline std::vector<double> cort_normalize(const std::vector<double>& u, double l
         (mean_at(middle) < 1 ? a : b) = middle;
     }
     std::vector<double> w(u.size());
-    for (std::size_t t = 0; t < u.size(); ++t) w[t] = static_cast<double>(std::min<long double>(std::max<long double>((a + b) / 2 * u[t], low), high));
+    for (std::size_t t = 0; t < u.size(); ++t)
+        w[t] = static_cast<double>(std::min<long double>(std::max<long double>((a + b) / 2 * u[t], low), high));
     return w;
 }
 
@@ -86,8 +90,8 @@ inline double smoothstep(double step, double start, double end) {
 }
 
 // Weights (0 on masked tokens) for [rows × cols].
-inline matrix cort_weights(const matrix& rubric, const matrix& free, const matrix& mask, ptrdiff_t rows, ptrdiff_t cols, mapping f, double tau,
-                           double low, double high, bool normalize, double ramp) {
+inline matrix cort_weights(const matrix& rubric, const matrix& free, const matrix& mask, ptrdiff_t rows, ptrdiff_t cols,
+                           mapping f, double tau, double low, double high, bool normalize, double ramp) {
     matrix w(rows * cols, 0.0);
     for (ptrdiff_t i = 0; i < rows; ++i) {
         std::vector<double> u;
@@ -106,8 +110,9 @@ inline matrix cort_weights(const matrix& rubric, const matrix& free, const matri
 // ---- optimal token baseline -------------------------------------------------
 
 // verl's OTB written out per group and timestep (uncompacted, or compacted = TIR).
-inline matrix optimal_token_baseline(const matrix& r, const matrix& m, const matrix& log_p, const matrix& sum_p2, const matrix& rho,
-                                     const std::vector<long>& ids, ptrdiff_t rows, ptrdiff_t cols, bool zero_tail, bool compact, double eps) {
+inline matrix optimal_token_baseline(const matrix& r, const matrix& m, const matrix& log_p, const matrix& sum_p2,
+                                     const matrix& rho, const std::vector<long>& ids, ptrdiff_t rows, ptrdiff_t cols,
+                                     bool zero_tail, bool compact, double eps) {
     matrix G(rows * cols, 0.0), W(rows * cols, 0.0), A(rows * cols, 0.0);
     std::vector<ptrdiff_t> length(rows, 0);
     for (ptrdiff_t i = 0; i < rows; ++i)
@@ -116,7 +121,8 @@ inline matrix optimal_token_baseline(const matrix& r, const matrix& m, const mat
             for (ptrdiff_t j = t; j < cols; ++j) to_go += r[i * cols + j] * m[i * cols + j];
             for (ptrdiff_t j = 0; j <= t; ++j)
                 if (m[i * cols + j] != 0)
-                    cumulative += (1 - 2 * std::exp(log_p[i * cols + j]) + sum_p2[i * cols + j]) * (rho.empty() ? 1.0 : rho[i * cols + j] * rho[i * cols + j]);
+                    cumulative += (1 - 2 * std::exp(log_p[i * cols + j]) + sum_p2[i * cols + j]) *
+                                  (rho.empty() ? 1.0 : rho[i * cols + j] * rho[i * cols + j]);
             G[i * cols + t] = static_cast<double>(to_go);
             W[i * cols + t] = static_cast<double>(cumulative);
             length[i] += m[i * cols + t] != 0;
@@ -201,8 +207,8 @@ inline matrix hapo_entropy_signal(const matrix& H, const matrix& m, double pivot
     return out;
 }
 
-inline matrix hapo_token_advantages(const std::vector<double>& score, const matrix& m, const std::vector<long>& ids, ptrdiff_t rows, ptrdiff_t cols,
-                                    double eps) {
+inline matrix hapo_token_advantages(const std::vector<double>& score, const matrix& m, const std::vector<long>& ids,
+                                    ptrdiff_t rows, ptrdiff_t cols, double eps) {
     matrix out(rows * cols, 0.0);
     std::map<long, std::vector<ptrdiff_t>> groups;
     for (ptrdiff_t i = 0; i < rows; ++i) groups[ids[i]].push_back(i);
@@ -236,7 +242,8 @@ inline matrix hapo_token_advantages(const std::vector<double>& score, const matr
             long double sq = 0;
             for (ptrdiff_t i : members) sq += (score[i] - mean) * (score[i] - mean);
             const long double sd = members.size() == 1 ? 1 : std::sqrt(sq / (members.size() - 1));
-            for (ptrdiff_t i : members) a[i] = (members.size() > 1 && sq == 0) ? 0.0 : static_cast<double>((score[i] - mean) / (sd + eps));
+            for (ptrdiff_t i : members)
+                a[i] = (members.size() > 1 && sq == 0) ? 0.0 : static_cast<double>((score[i] - mean) / (sd + eps));
         }
         for (ptrdiff_t i : members)
             for (ptrdiff_t t = 0; t < cols; ++t) out[i * cols + t] = m[i * cols + t] != 0 ? a[i] : 0.0;
@@ -250,8 +257,8 @@ struct span_row {
     ptrdiff_t sample, start, end, position;
 };
 
-inline matrix span_advantages(const std::vector<span_row>& spans, const matrix& positions, ptrdiff_t k, const matrix& m, ptrdiff_t rows,
-                              ptrdiff_t cols, const std::vector<double>& outside) {
+inline matrix span_advantages(const std::vector<span_row>& spans, const matrix& positions, ptrdiff_t k, const matrix& m,
+                              ptrdiff_t rows, ptrdiff_t cols, const std::vector<double>& outside) {
     matrix out(rows * cols, 0.0);
     for (ptrdiff_t i = 0; i < rows; ++i)
         for (ptrdiff_t t = 0; t < cols; ++t) {
@@ -269,7 +276,8 @@ using turn_rows = std::vector<std::vector<double>>;  // row i: its valid turns
 
 // z-scores of each value against the set selected by same(i, t, j, u), with ddof and eps; sets of
 // one or of equal values give 0.
-inline turn_rows z_scores(const turn_rows& x, const std::function<bool(std::size_t, std::size_t, std::size_t, std::size_t)>& same, int ddof,
+inline turn_rows z_scores(const turn_rows& x,
+                          const std::function<bool(std::size_t, std::size_t, std::size_t, std::size_t)>& same, int ddof,
                           double eps, bool divide) {
     turn_rows out = x;
     for (std::size_t i = 0; i < x.size(); ++i)
@@ -302,9 +310,11 @@ inline turn_rows discounted(const turn_rows& r, double gamma) {
 }
 
 // A²TGPO: per-turn advantages (IG turns then the outcome turn) and clip scales.
-inline void a2tgpo(const turn_rows& ig, const std::vector<long>& ids, const std::vector<double>& outcome, double gamma, double alpha, double spread,
-                   int ddof, double eps, turn_rows& advantages, turn_rows& clip) {
-    const turn_rows z = z_scores(ig, [&](std::size_t i, std::size_t t, std::size_t j, std::size_t u) { return ids[i] == ids[j] && t == u; }, ddof, eps, true);
+inline void a2tgpo(const turn_rows& ig, const std::vector<long>& ids, const std::vector<double>& outcome, double gamma,
+                   double alpha, double spread, int ddof, double eps, turn_rows& advantages, turn_rows& clip) {
+    const turn_rows z = z_scores(
+        ig, [&](std::size_t i, std::size_t t, std::size_t j, std::size_t u) { return ids[i] == ids[j] && t == u; },
+        ddof, eps, true);
     advantages.assign(ig.size(), {});
     clip.assign(ig.size(), {});
     for (std::size_t i = 0; i < ig.size(); ++i) {
@@ -312,7 +322,8 @@ inline void a2tgpo(const turn_rows& ig, const std::vector<long>& ids, const std:
         for (std::size_t t = 0; t < n; ++t) {
             long double d = 0;
             for (std::size_t j = t; j < n; ++j) d += std::pow(gamma, j - t) * z[i][j];
-            advantages[i].push_back(outcome[i] + alpha * static_cast<double>(d / std::sqrt(static_cast<long double>(n - t))));
+            advantages[i].push_back(outcome[i] +
+                                    alpha * static_cast<double>(d / std::sqrt(static_cast<long double>(n - t))));
             clip[i].push_back(1 + spread * (2 / (1 + std::exp(-z[i][t])) - 1));
         }
         advantages[i].push_back(outcome[i]);
@@ -320,21 +331,29 @@ inline void a2tgpo(const turn_rows& ig, const std::vector<long>& ids, const std:
     }
 }
 
-inline turn_rows mapo(const turn_rows& r, const std::vector<long>& ids, double alpha, double gamma, double eps, bool batch_scope) {
+inline turn_rows mapo(const turn_rows& r, const std::vector<long>& ids, double alpha, double gamma, double eps,
+                      bool batch_scope) {
     const turn_rows G = discounted(r, gamma);
-    const turn_rows by_turn = z_scores(G, [&](std::size_t i, std::size_t t, std::size_t j, std::size_t u) { return ids[i] == ids[j] && t == u; }, 0, eps, true);
-    const turn_rows by_group =
-        z_scores(r, [&](std::size_t i, std::size_t, std::size_t j, std::size_t) { return batch_scope || ids[i] == ids[j]; }, 0, eps, true);
+    const turn_rows by_turn = z_scores(
+        G, [&](std::size_t i, std::size_t t, std::size_t j, std::size_t u) { return ids[i] == ids[j] && t == u; }, 0,
+        eps, true);
+    const turn_rows by_group = z_scores(
+        r, [&](std::size_t i, std::size_t, std::size_t j, std::size_t) { return batch_scope || ids[i] == ids[j]; }, 0,
+        eps, true);
     turn_rows out = r;
     for (std::size_t i = 0; i < r.size(); ++i)
         for (std::size_t t = 0; t < r[i].size(); ++t) out[i][t] = alpha * by_turn[i][t] + (1 - alpha) * by_group[i][t];
     return out;
 }
 
-inline turn_rows gtpo(const turn_rows& r, const std::vector<long>& ids, double gamma, bool per_turn, int ddof, double eps) {
-    return z_scores(discounted(r, gamma),
-                    [&](std::size_t i, std::size_t t, std::size_t j, std::size_t u) { return ids[i] == ids[j] && (!per_turn || t == u); }, ddof, eps,
-                    true);
+inline turn_rows gtpo(const turn_rows& r, const std::vector<long>& ids, double gamma, bool per_turn, int ddof,
+                      double eps) {
+    return z_scores(
+        discounted(r, gamma),
+        [&](std::size_t i, std::size_t t, std::size_t j, std::size_t u) {
+            return ids[i] == ids[j] && (!per_turn || t == u);
+        },
+        ddof, eps, true);
 }
 
 // ---- returns ----------------------------------------------------------------
@@ -355,7 +374,8 @@ inline matrix discounted_returns(const matrix& r, const matrix& m, ptrdiff_t row
 }
 
 // GAE as the λ-weighted sum of TD errors over the valid tokens: A_t = Σ_l (γλ)^l δ_{t_l}.
-inline matrix gae(const matrix& r, const matrix& V, const matrix& m, ptrdiff_t rows, ptrdiff_t cols, double gamma, double lambda) {
+inline matrix gae(const matrix& r, const matrix& V, const matrix& m, ptrdiff_t rows, ptrdiff_t cols, double gamma,
+                  double lambda) {
     matrix out(rows * cols, 0.0);
     for (ptrdiff_t i = 0; i < rows; ++i) {
         std::vector<ptrdiff_t> valid;

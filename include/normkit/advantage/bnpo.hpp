@@ -44,12 +44,15 @@ struct beta_parameters {
 
 namespace detail {
 template <class T, class O>
-beta_parameters bnpo(vector_view<const T> rewards, const groups& grouping, vector_view<O> out, const bnpo_options& options);
+beta_parameters bnpo(vector_view<const T> rewards, const groups& grouping, vector_view<O> out,
+                     const bnpo_options& options);
 }  // namespace detail
 
 template <class Rewards, class Output>
-beta_parameters bnpo(const Rewards& rewards, const groups& grouping, Output&& output, const bnpo_options& options = {}) {
-    return detail::bnpo(detail::const_vector(rewards), grouping, detail::mutable_vector(std::forward<Output>(output)), options);
+beta_parameters bnpo(const Rewards& rewards, const groups& grouping, Output&& output,
+                     const bnpo_options& options = {}) {
+    return detail::bnpo(detail::const_vector(rewards), grouping, detail::mutable_vector(std::forward<Output>(output)),
+                        options);
 }
 
 // reward_columns [n × K]: the mean over k of each column's BNPO advantage (each column fits its own α, β).
@@ -68,7 +71,8 @@ std::vector<beta_parameters> bnpo_decomposed(const Columns& reward_columns, cons
     std::vector<beta_parameters> fits;
     for (index_type k = 0; k < K; ++k) {
         for (index_type i = 0; i < n; ++i) column[i] = columns(i, k);
-        fits.push_back(detail::bnpo(vector_view<const T>(column.data(), n), grouping, vector_view<double>(part.data(), n), options));
+        fits.push_back(detail::bnpo(vector_view<const T>(column.data(), n), grouping,
+                                    vector_view<double>(part.data(), n), options));
         for (index_type i = 0; i < n; ++i) total[i] += part[i];
     }
     for (index_type i = 0; i < n; ++i) out[i] = static_cast<O>(total[i] / static_cast<double>(K));

@@ -46,7 +46,6 @@
 
 namespace normkit::advantage {
 
-
 struct grpo_options : execution_options {
     bool scale_by_std = true;  // verl norm_adv_by_std_in_grpo; false gives Dr. GRPO
     double eps = 1e-6;         // added to σ
@@ -117,7 +116,8 @@ void gpg(const Rewards& rewards, const groups& grouping, Output&& output) {
     index_type nonzero = 0;
     for (index_type i = 0; i < data.size; ++i) nonzero += data[i] != 0;
     const double alpha = static_cast<double>(data.size) / static_cast<double>(std::max<index_type>(1, nonzero));
-    for (index_type i = 0; i < out.size; ++i) out[i] = static_cast<typename decltype(out)::value_type>(alpha * static_cast<double>(out[i]));
+    for (index_type i = 0; i < out.size; ++i)
+        out[i] = static_cast<typename decltype(out)::value_type>(alpha * static_cast<double>(out[i]));
 }
 
 struct gapo_options {
@@ -154,7 +154,8 @@ void pass_at_k(const Rewards& rewards, const groups& grouping, Output&& output, 
     for (index_type g = 0; g < layout.count; ++g) {
         const index_type size = layout.members(g);
         if (size == 0) continue;
-        core::require(size >= 2, "pass_at_k: group ", layout.label(g), " has ", size, " sample; pass@k needs at least 2");
+        core::require(size >= 2, "pass_at_k: group ", layout.label(g), " has ", size,
+                      " sample; pass@k needs at least 2");
         index_type best = -1;
         double first = -std::numeric_limits<double>::infinity(), second = first;
         layout.for_members(g, [&](index_type i) {
@@ -216,7 +217,8 @@ void w_reinforce(const Rewards& rewards, Output&& output, const w_reinforce_opti
     auto out = detail::mutable_vector(std::forward<Output>(output));
     using O = typename decltype(out)::value_type;
     core::require(out.size == data.size, "output has length ", out.size, " but rewards has length ", data.size);
-    core::require(positive_weight >= 0 && std::isfinite(positive_weight), "positive_weight must be finite and ≥ 0, got ", positive_weight);
+    core::require(positive_weight >= 0 && std::isfinite(positive_weight),
+                  "positive_weight must be finite and ≥ 0, got ", positive_weight);
     for (index_type i = 0; i < data.size; ++i) {
         const double value = static_cast<double>(data[i]);
         out[i] = static_cast<O>(value > 0 ? positive_weight * value : value);
@@ -236,8 +238,9 @@ void dna_train(const Advantages& advantages, Output&& output, const dna_train_op
     using O = typename decltype(out)::value_type;
     core::require(group_size > 0, "group_size must be positive, got ", group_size);
     core::require(out.size == data.size, "output has length ", out.size, " but advantages has length ", data.size);
-    core::require(data.size % (2 * group_size) == 0, "advantages has ", data.size, " samples, not a multiple of 2 × group_size = ",
-                  2 * group_size, " (pairs of real and counterfactual groups)");
+    core::require(data.size % (2 * group_size) == 0, "advantages has ", data.size,
+                  " samples, not a multiple of 2 × group_size = ", 2 * group_size,
+                  " (pairs of real and counterfactual groups)");
     for (index_type pair = 0; pair < data.size; pair += 2 * group_size) {
         double real = 0, counterfactual = 0;
         for (index_type j = 0; j < group_size; ++j) {
@@ -249,7 +252,8 @@ void dna_train(const Advantages& advantages, Output&& output, const dna_train_op
         const double counterfactual_scale = counterfactual > 0 ? target / counterfactual : 0.0;
         for (index_type j = 0; j < group_size; ++j) {
             out[pair + j] = static_cast<O>(static_cast<double>(data[pair + j]) * real_scale);
-            out[pair + group_size + j] = static_cast<O>(static_cast<double>(data[pair + group_size + j]) * counterfactual_scale);
+            out[pair + group_size + j] =
+                static_cast<O>(static_cast<double>(data[pair + group_size + j]) * counterfactual_scale);
         }
     }
 }

@@ -38,7 +38,7 @@ struct gepo_options {
     double alpha_high = 0.2;  // scale of negative advantages in high-entropy groups
     double beta_low = 0.2;
     double beta_high = 0.3;
-    double gamma = 0.01;      // EMA rate
+    double gamma = 0.01;  // EMA rate
 };
 
 struct gepo_state {
@@ -49,18 +49,21 @@ struct gepo_state {
 
 namespace detail {
 template <class A, class L, class O>
-void gepo(vector_view<const A> advantages, const groups& grouping, matrix_view<const L> log_probs, matrix_view<const L> token_mask,
-          gepo_state& state, vector_view<O> out, vector_view<double> group_entropy, const gepo_options& options);
+void gepo(vector_view<const A> advantages, const groups& grouping, matrix_view<const L> log_probs,
+          matrix_view<const L> token_mask, gepo_state& state, vector_view<O> out, vector_view<double> group_entropy,
+          const gepo_options& options);
 }  // namespace detail
 
 // advantages (n) and their groups, log_probs and mask [n × T]; state in and out; shaped advantages out.
 template <class Advantages, class LogProbs, class Mask, class Output>
-void gepo(const Advantages& advantages, const groups& grouping, const LogProbs& log_probs, const Mask& mask, gepo_state& state,
-          Output&& output, vector_view<double> group_entropy = {}, const gepo_options& options = {}) {
+void gepo(const Advantages& advantages, const groups& grouping, const LogProbs& log_probs, const Mask& mask,
+          gepo_state& state, Output&& output, vector_view<double> group_entropy = {},
+          const gepo_options& options = {}) {
     using L = element_t<LogProbs>;
     static_assert(same_storage_v<L, Mask>, "gepo: the mask has the log-probs' storage type");
-    detail::gepo(detail::const_vector(advantages), grouping, matrix_view<const L>(view(log_probs)), matrix_view<const L>(view(mask)), state,
-                 detail::mutable_vector(std::forward<Output>(output)), group_entropy, options);
+    detail::gepo(detail::const_vector(advantages), grouping, matrix_view<const L>(view(log_probs)),
+                 matrix_view<const L>(view(mask)), state, detail::mutable_vector(std::forward<Output>(output)),
+                 group_entropy, options);
 }
 
 }  // namespace normkit::advantage

@@ -77,7 +77,16 @@
 
 namespace normkit::advantage {
 
-enum class center_mode { group_mean, batch_mean, leave_one_out, length_weighted, window_median, window_mean, baseline, none };
+enum class center_mode {
+    group_mean,
+    batch_mean,
+    leave_one_out,
+    length_weighted,
+    window_median,
+    window_mean,
+    baseline,
+    none
+};
 enum class scale_mode { group_std, batch_std, window_spread, none };
 enum class eps_mode { add_to_std, inside_sqrt, clamp_variance, std_floor_skip };
 enum class singleton_policy { keep_raw, zero, error };
@@ -86,7 +95,7 @@ enum class whiten_mode { none, sample_weighted, token_weighted };
 
 struct whiten_options {
     whiten_mode mode = whiten_mode::none;
-    int ddof = 1;                                // verl masked_whiten: unbiased
+    int ddof = 1;  // verl masked_whiten: unbiased
     double eps = 1e-8;
     eps_mode placement = eps_mode::inside_sqrt;  // verl masked_whiten: rsqrt(var + 1e-8)
 };
@@ -94,28 +103,28 @@ struct whiten_options {
 struct group_normalize_options : execution_options {
     center_mode center = center_mode::group_mean;
     scale_mode scale = scale_mode::group_std;
-    int ddof = 1;                                     // torch.std is unbiased
-    double eps = 1e-6;                                // > 0 whenever something is scaled
+    int ddof = 1;       // torch.std is unbiased
+    double eps = 1e-6;  // > 0 whenever something is scaled
     eps_mode placement = eps_mode::add_to_std;
     singleton_policy singleton = singleton_policy::keep_raw;
     nan_policy nan = nan_policy::exclude;
-    double window_fraction = 0.5;                     // GAPO's find_target_fraction τ ∈ (0, 1]
+    double window_fraction = 0.5;  // GAPO's find_target_fraction τ ∈ (0, 1]
     whiten_options whiten;
     double clip_min = -std::numeric_limits<double>::infinity();
     double clip_max = std::numeric_limits<double>::infinity();
-    bool exclude_empty_responses = true;              // rows with no token leave the statistics
+    bool exclude_empty_responses = true;  // rows with no token leave the statistics
 };
 
 // Everything known about the batch. Only rewards and groups are required.
 template <class T>
 struct reward_inputs {
-    vector_view<const T> rewards;                  // n scores (float or double)
-    groups grouping;                               // contiguous_groups(G) or group_ids(ids)
-    vector_view<const std::uint8_t> valid;         // optional: nonzero = the sample counts
-    vector_view<const std::int64_t> lengths;       // optional: response lengths |o_i|
-    matrix_view<const std::uint8_t> token_mask;    // optional [n × T]: lengths are its row sums
-    vector_view<const T> baseline;                 // center_mode::baseline: b_i
-    std::optional<moments> batch_statistics;       // optional: batch moments of the rewards (merged)
+    vector_view<const T> rewards;                // n scores (float or double)
+    groups grouping;                             // contiguous_groups(G) or group_ids(ids)
+    vector_view<const std::uint8_t> valid;       // optional: nonzero = the sample counts
+    vector_view<const std::int64_t> lengths;     // optional: response lengths |o_i|
+    matrix_view<const std::uint8_t> token_mask;  // optional [n × T]: lengths are its row sums
+    vector_view<const T> baseline;               // center_mode::baseline: b_i
+    std::optional<moments> batch_statistics;     // optional: batch moments of the rewards (merged)
 };
 
 namespace detail {
@@ -128,17 +137,20 @@ template <class T, class Output>
 void group_normalize(const reward_inputs<T>& inputs, Output&& output, const group_normalize_options& options = {}) {
     auto out = as_vector(std::forward<Output>(output));
     using O = typename decltype(out)::value_type;
-    static_assert(std::is_same_v<O, float> || std::is_same_v<O, double>, "group_normalize: the output must hold float or double");
+    static_assert(std::is_same_v<O, float> || std::is_same_v<O, double>,
+                  "group_normalize: the output must hold float or double");
     detail::group_normalize<T, O>(inputs, out, options);
 }
 
 // Rewards (Eigen vector, std::vector, vector_view; float or double) and their groups.
 template <class Rewards, class Output,
           class = std::enable_if_t<!std::is_same_v<std::decay_t<Output>, group_normalize_options>>>
-void group_normalize(const Rewards& rewards, const groups& grouping, Output&& output, const group_normalize_options& options = {}) {
+void group_normalize(const Rewards& rewards, const groups& grouping, Output&& output,
+                     const group_normalize_options& options = {}) {
     const auto data = as_vector(rewards);
     using T = std::remove_const_t<typename decltype(data)::value_type>;
-    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "group_normalize: rewards must be float or double");
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                  "group_normalize: rewards must be float or double");
     reward_inputs<T> inputs;
     inputs.rewards = data;
     inputs.grouping = grouping;

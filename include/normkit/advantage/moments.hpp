@@ -18,10 +18,12 @@ namespace normkit::advantage {
 // Moments of the valid, non-NaN values (mask entry nonzero; an absent mask means all valid),
 // each with weight 1 or weights[i] (e.g. token counts) when given.
 template <class T>
-moments batch_moments(vector_view<const T> values, vector_view<const std::uint8_t> valid = {}, vector_view<const double> weights = {}) {
-    core::require(valid.empty() || valid.size == values.size, "valid has length ", valid.size, " but values has length ", values.size);
-    core::require(weights.empty() || weights.size == values.size, "weights has length ", weights.size, " but values has length ",
-                  values.size);
+moments batch_moments(vector_view<const T> values, vector_view<const std::uint8_t> valid = {},
+                      vector_view<const double> weights = {}) {
+    core::require(valid.empty() || valid.size == values.size, "valid has length ", valid.size,
+                  " but values has length ", values.size);
+    core::require(weights.empty() || weights.size == values.size, "weights has length ", weights.size,
+                  " but values has length ", values.size);
     return core::two_pass_moments([&](auto&& sink) {
         for (index_type i = 0; i < values.size; ++i) {
             const double value = static_cast<double>(values[i]);

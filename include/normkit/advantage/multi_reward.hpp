@@ -52,8 +52,8 @@ struct sa_mrpo_options : execution_options {
 
 namespace detail {
 template <class T, class O>
-void gdpo(matrix_view<const T> columns, const groups& grouping, vector_view<const std::int64_t> lengths, matrix_view<const std::uint8_t> token_mask,
-          vector_view<O> out, const gdpo_options& options);
+void gdpo(matrix_view<const T> columns, const groups& grouping, vector_view<const std::int64_t> lengths,
+          matrix_view<const std::uint8_t> token_mask, vector_view<O> out, const gdpo_options& options);
 template <class T>
 std::vector<double> sa_mrpo_weights(matrix_view<const T> columns, const sa_mrpo_options& options);
 }  // namespace detail
@@ -66,8 +66,10 @@ void gdpo(const Columns& reward_columns, const groups& grouping, vector_view<con
     const auto columns = detail::const_matrix(reward_columns);
     using T = std::remove_const_t<typename decltype(columns)::value_type>;
     if (options.flavour == gdpo_flavour::verl)
-        core::require(!lengths.empty() || !token_mask.empty(), "gdpo (verl flavour) whitens over tokens: give lengths or a token_mask");
-    detail::gdpo<T>(columns, grouping, lengths, token_mask, detail::mutable_vector(std::forward<Output>(output)), options);
+        core::require(!lengths.empty() || !token_mask.empty(),
+                      "gdpo (verl flavour) whitens over tokens: give lengths or a token_mask");
+    detail::gdpo<T>(columns, grouping, lengths, token_mask, detail::mutable_vector(std::forward<Output>(output)),
+                    options);
 }
 
 // The TRL flavour (no token counts).
@@ -78,13 +80,14 @@ void gdpo(const Columns& reward_columns, const groups& grouping, Output&& output
 
 // SA-MRPO; effective_weights (optional, K entries) receives w̃.
 template <class Columns, class Output>
-void sa_mrpo(const Columns& reward_columns, const groups& grouping, Output&& output, vector_view<double> effective_weights = {},
-             const sa_mrpo_options& options = {}) {
+void sa_mrpo(const Columns& reward_columns, const groups& grouping, Output&& output,
+             vector_view<double> effective_weights = {}, const sa_mrpo_options& options = {}) {
     const auto columns = detail::const_matrix(reward_columns);
     const std::vector<double> adjusted = detail::sa_mrpo_weights(columns, options);
-    core::require(effective_weights.empty() || effective_weights.size == columns.cols, "effective_weights has length ", effective_weights.size,
-                  " but reward_columns has ", columns.cols, " columns");
-    for (index_type k = 0; k < effective_weights.size; ++k) effective_weights[k] = adjusted[static_cast<std::size_t>(k)];
+    core::require(effective_weights.empty() || effective_weights.size == columns.cols, "effective_weights has length ",
+                  effective_weights.size, " but reward_columns has ", columns.cols, " columns");
+    for (index_type k = 0; k < effective_weights.size; ++k)
+        effective_weights[k] = adjusted[static_cast<std::size_t>(k)];
     gdpo_options settings;
     settings.threads = options.threads;
     settings.weights = adjusted;

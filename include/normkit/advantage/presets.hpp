@@ -109,8 +109,11 @@ inline group_normalize_options openrlhf(openrlhf_estimator estimator = openrlhf_
     options.clip_max = 10;
     options.exclude_empty_responses = false;
     switch (estimator) {
-        case openrlhf_estimator::group_norm: break;
-        case openrlhf_estimator::dr_grpo: options.scale = scale_mode::none; break;
+        case openrlhf_estimator::group_norm:
+            break;
+        case openrlhf_estimator::dr_grpo:
+            options.scale = scale_mode::none;
+            break;
         case openrlhf_estimator::rloo:
             options.center = center_mode::leave_one_out;
             options.scale = scale_mode::none;

@@ -49,18 +49,18 @@ struct reinforce_pp_baseline_options {
 
 namespace detail {
 template <class T>
-void reinforce_pp(matrix_view<const T> token_rewards, matrix_view<const T> mask, matrix_view<T> advantages, matrix_view<T> returns,
-                  const reinforce_pp_options& options);
+void reinforce_pp(matrix_view<const T> token_rewards, matrix_view<const T> mask, matrix_view<T> advantages,
+                  matrix_view<T> returns, const reinforce_pp_options& options);
 template <class T>
-void remax(matrix_view<const T> token_rewards, matrix_view<const T> mask, vector_view<const T> baselines, matrix_view<T> advantages,
-           matrix_view<T> returns);
+void remax(matrix_view<const T> token_rewards, matrix_view<const T> mask, vector_view<const T> baselines,
+           matrix_view<T> advantages, matrix_view<T> returns);
 group_normalize_options reinforce_pp_baseline_normalization(const reinforce_pp_baseline_options& options);
 }  // namespace detail
 
 // REINFORCE++: discounted returns of token_rewards [n × T], whitened over the valid tokens.
 template <class Rewards, class Mask, class Advantages>
-void reinforce_pp(const Rewards& token_rewards, const Mask& mask, Advantages&& advantages, matrix_t<Advantages> returns = {},
-                  const reinforce_pp_options& options = {}) {
+void reinforce_pp(const Rewards& token_rewards, const Mask& mask, Advantages&& advantages,
+                  matrix_t<Advantages> returns = {}, const reinforce_pp_options& options = {}) {
     using T = element_t<Advantages>;
     static_assert(same_storage_v<T, Rewards, Mask> && (std::is_same_v<T, float> || std::is_same_v<T, double>),
                   "reinforce_pp: token_rewards, mask and advantages share one storage type, float or double");
@@ -69,8 +69,8 @@ void reinforce_pp(const Rewards& token_rewards, const Mask& mask, Advantages&& a
 
 // Per-sample advantages; the token counts come from the token mask [n × T] (std::uint8_t).
 template <class Rewards, class Output>
-void reinforce_pp_baseline(const Rewards& rewards, const groups& grouping, matrix_view<const std::uint8_t> token_mask, Output&& output,
-                           const reinforce_pp_baseline_options& options = {}) {
+void reinforce_pp_baseline(const Rewards& rewards, const groups& grouping, matrix_view<const std::uint8_t> token_mask,
+                           Output&& output, const reinforce_pp_baseline_options& options = {}) {
     auto inputs = detail::inputs_of(rewards, grouping);
     inputs.token_mask = token_mask;
     group_normalize(inputs, std::forward<Output>(output), detail::reinforce_pp_baseline_normalization(options));
@@ -78,17 +78,20 @@ void reinforce_pp_baseline(const Rewards& rewards, const groups& grouping, matri
 
 // Full form: the token counts from inputs.lengths or inputs.token_mask.
 template <class T, class Output>
-void reinforce_pp_baseline(const reward_inputs<T>& inputs, Output&& output, const reinforce_pp_baseline_options& options = {}) {
+void reinforce_pp_baseline(const reward_inputs<T>& inputs, Output&& output,
+                           const reinforce_pp_baseline_options& options = {}) {
     group_normalize(inputs, std::forward<Output>(output), detail::reinforce_pp_baseline_normalization(options));
 }
 
 // ReMax: baselines b_i (n) are the greedy rollouts' rewards.
 template <class Rewards, class Mask, class Baselines, class Advantages>
-void remax(const Rewards& token_rewards, const Mask& mask, const Baselines& baselines, Advantages&& advantages, matrix_t<Advantages> returns = {}) {
+void remax(const Rewards& token_rewards, const Mask& mask, const Baselines& baselines, Advantages&& advantages,
+           matrix_t<Advantages> returns = {}) {
     using T = element_t<Advantages>;
     static_assert(same_storage_v<T, Rewards, Mask> && (std::is_same_v<T, float> || std::is_same_v<T, double>),
                   "remax: token_rewards, mask and advantages share one storage type, float or double");
-    detail::remax<T>(view(token_rewards), view(mask), vector_view<const T>(as_vector(baselines)), view(advantages), returns);
+    detail::remax<T>(view(token_rewards), view(mask), vector_view<const T>(as_vector(baselines)), view(advantages),
+                     returns);
 }
 
 }  // namespace normkit::advantage

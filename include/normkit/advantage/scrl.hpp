@@ -34,7 +34,8 @@ void scrl(matrix_view<const T> rewards, const groups& grouping, matrix_view<O> o
 
 // subproblem_rewards and output: [n × K] (Eigen row-major matrices or matrix_views).
 template <class Rewards, class Output>
-void scrl(const Rewards& subproblem_rewards, const groups& grouping, Output&& output, const scrl_options& options = {}) {
+void scrl(const Rewards& subproblem_rewards, const groups& grouping, Output&& output,
+          const scrl_options& options = {}) {
     auto out = view(output);
     detail::scrl(detail::const_matrix(subproblem_rewards), grouping, out, options);
 }

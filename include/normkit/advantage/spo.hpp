@@ -45,8 +45,8 @@ public:
     };
 
     explicit spo_tracker(const spo_options& options = {}) : options_(options) {
-        core::require(options.rho_min > 0 && options.rho_min <= options.rho_max && options.rho_max < 1, "need 0 < rho_min ≤ rho_max < 1, got ",
-                      options.rho_min, " and ", options.rho_max);
+        core::require(options.rho_min > 0 && options.rho_min <= options.rho_max && options.rho_max < 1,
+                      "need 0 < rho_min ≤ rho_max < 1, got ", options.rho_min, " and ", options.rho_max);
         core::require(options.half_life_kl > 0, "half_life_kl must be positive, got ", options.half_life_kl);
         core::require(options.eps > 0, "eps must be positive, got ", options.eps);
     }
@@ -56,7 +56,8 @@ public:
     void initialize(std::int64_t prompt, const Scores& offline_scores) {
         const auto scores = detail::const_vector(offline_scores);
         double sum = 0;
-        for (index_type i = 0; i < scores.size; ++i) sum += checked(static_cast<double>(scores[i]), "offline_scores", i);
+        for (index_type i = 0; i < scores.size; ++i)
+            sum += checked(static_cast<double>(scores[i]), "offline_scores", i);
         const double samples = static_cast<double>(scores.size);
         beta_state state;
         if (scores.size > 0) {
@@ -86,7 +87,8 @@ public:
     // After the actor update: D is the prompt's masked token-mean |log π_old − log π_new|.
     void update(std::int64_t prompt, double reward, double kl_divergence) {
         checked(reward, "reward", 0);
-        core::require(kl_divergence >= 0 && !std::isnan(kl_divergence), "kl_divergence must be ≥ 0, got ", kl_divergence);
+        core::require(kl_divergence >= 0 && !std::isnan(kl_divergence), "kl_divergence must be ≥ 0, got ",
+                      kl_divergence);
         const double rho = forgetting(kl_divergence);
         auto [slot, inserted] = states_.try_emplace(prompt);
         (void)inserted;
@@ -98,11 +100,13 @@ public:
     template <class Prompts, class Rewards, class Output>
     void advantages(const Prompts& prompt_ids, const Rewards& rewards, Output&& output) const {
         const auto prompts = detail::const_vector(prompt_ids);
-        static_assert(std::is_same_v<std::remove_const_t<typename decltype(prompts)::value_type>, std::int64_t>, "prompt ids are int64");
+        static_assert(std::is_same_v<std::remove_const_t<typename decltype(prompts)::value_type>, std::int64_t>,
+                      "prompt ids are int64");
         const auto data = detail::const_vector(rewards);
         auto out = detail::mutable_vector(std::forward<Output>(output));
         using O = typename decltype(out)::value_type;
-        core::require(prompts.size == data.size, "prompt_ids has length ", prompts.size, " but rewards has length ", data.size);
+        core::require(prompts.size == data.size, "prompt_ids has length ", prompts.size, " but rewards has length ",
+                      data.size);
         core::require(out.size == data.size, "output has length ", out.size, " but rewards has length ", data.size);
         const auto centred = [&](index_type i) { return static_cast<double>(data[i]) - value(prompts[i]); };
         const auto stats = core::two_pass_moments([&](auto&& sink) {
@@ -118,7 +122,8 @@ public:
         const auto prompts = detail::const_vector(prompt_ids);
         auto out = detail::mutable_vector(std::forward<Output>(output));
         using O = typename decltype(out)::value_type;
-        core::require(out.size == prompts.size, "output has length ", out.size, " but prompt_ids has length ", prompts.size);
+        core::require(out.size == prompts.size, "output has length ", out.size, " but prompt_ids has length ",
+                      prompts.size);
         for (index_type i = 0; i < prompts.size; ++i) {
             const double p = value(prompts[i]);
             out[i] = static_cast<O>(std::sqrt(p * (1 - p)) + options_.priority_floor);

@@ -69,22 +69,27 @@ inline constexpr bool has_sixteen_group_moments = true;
 namespace detail {
 
 inline __m512d widen_low_half(__m512 v) {
-    return _mm512_maskz_cvtps_pd(__mmask8(0xff), _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xf), _mm512_castps_pd(v), 0)));
+    return _mm512_maskz_cvtps_pd(__mmask8(0xff),
+                                 _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xf), _mm512_castps_pd(v), 0)));
 }
 
 inline __m512d widen_high_half(__m512 v) {
-    return _mm512_maskz_cvtps_pd(__mmask8(0xff), _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xf), _mm512_castps_pd(v), 1)));
+    return _mm512_maskz_cvtps_pd(__mmask8(0xff),
+                                 _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xf), _mm512_castps_pd(v), 1)));
 }
 
 // mean = x₀ + Σ·(1/n) and M2 = max(Σ² − (Σ)²·(1/n), 0), eight groups per instruction (a multiply by
 // the reciprocal: a vector divide issues once in 16 cycles); mean NaN where a sum is not finite.
-inline void finish_eight_groups(__m512d shift, __m512d sum, __m512d square, double inverse_count, double* mean, double* m2) {
+inline void finish_eight_groups(__m512d shift, __m512d sum, __m512d square, double inverse_count, double* mean,
+                                double* m2) {
     const __m512d scale = _mm512_set1_pd(inverse_count), zero = _mm512_setzero_pd();
     const auto finite = [&](__m512d v) { return _mm512_cmp_pd_mask(_mm512_sub_pd(v, v), zero, _CMP_EQ_OQ); };
     const __mmask8 ok = finite(shift) & finite(sum) & finite(square);
     _mm512_store_pd(mean, _mm512_mask_blend_pd(ok, _mm512_set1_pd(std::numeric_limits<double>::quiet_NaN()),
                                                _mm512_add_pd(shift, _mm512_mul_pd(sum, scale))));
-    _mm512_store_pd(m2, _mm512_maskz_max_pd(__mmask8(0xff), _mm512_sub_pd(square, _mm512_mul_pd(_mm512_mul_pd(sum, sum), scale)), zero));
+    _mm512_store_pd(
+        m2, _mm512_maskz_max_pd(__mmask8(0xff), _mm512_sub_pd(square, _mm512_mul_pd(_mm512_mul_pd(sum, sum), scale)),
+                                zero));
 }
 
 }  // namespace detail
@@ -92,7 +97,8 @@ inline void finish_eight_groups(__m512d shift, __m512d sum, __m512d square, doub
 // Sixteen contiguous groups of `size` floats starting at x (group g at x + g·size).
 inline void sixteen_group_moments(const float* x, index_type size, sixteen_moments& result) {
     __m512d shift_low = _mm512_setzero_pd(), shift_high = _mm512_setzero_pd();
-    __m512d sum_low = _mm512_setzero_pd(), sum_high = _mm512_setzero_pd(), square_low = _mm512_setzero_pd(), square_high = _mm512_setzero_pd();
+    __m512d sum_low = _mm512_setzero_pd(), sum_high = _mm512_setzero_pd(), square_low = _mm512_setzero_pd(),
+            square_high = _mm512_setzero_pd();
     // Tiles of 16 columns: the 16 groups' values j₀ … j₀ + 15, read as rows and transposed, so that
     // column j holds the j-th value of every group, one group per lane.
     for (index_type tile = 0; tile < size; tile += 16) {

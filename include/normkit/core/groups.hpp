@@ -66,8 +66,8 @@ namespace core {
 // The resolved grouping: group g's members, in sample order.
 struct group_layout {
     index_type samples = 0;
-    index_type count = 0;           // number of groups
-    index_type size = 0;            // > 0: contiguous
+    index_type count = 0;             // number of groups
+    index_type size = 0;              // > 0: contiguous
     std::vector<index_type> offsets;  // ragged: members of g are order[offsets[g] .. offsets[g+1])
     std::vector<index_type> order;
     std::vector<std::int64_t> labels;  // ragged: the caller's id of each group (for messages)
@@ -86,7 +86,9 @@ struct group_layout {
 
 namespace detail {
 
-inline std::int64_t id_of(const groups& grouping, index_type i) { return grouping.ids64 ? grouping.ids64[i] : grouping.ids32[i]; }
+inline std::int64_t id_of(const groups& grouping, index_type i) {
+    return grouping.ids64 ? grouping.ids64[i] : grouping.ids32[i];
+}
 
 // Checks every id (non-negative, below a declared count); returns the largest.
 inline std::int64_t checked_largest_id(const groups& grouping, index_type samples) {
@@ -95,7 +97,8 @@ inline std::int64_t checked_largest_id(const groups& grouping, index_type sample
         const std::int64_t value = id_of(grouping, i);
         if (value < 0 || (grouping.declared_count >= 0 && value >= grouping.declared_count)) {
             core::require(value >= 0, "group ids[", i, "] is negative (", value, ")");
-            core::fail("group ids[", i, "] = ", value, " is unknown: ids must lie in [0, ", grouping.declared_count, ")");
+            core::fail("group ids[", i, "] = ", value, " is unknown: ids must lie in [0, ", grouping.declared_count,
+                       ")");
         }
         largest = std::max(largest, value);
     }
@@ -103,8 +106,8 @@ inline std::int64_t checked_largest_id(const groups& grouping, index_type sample
 }
 
 // Small ids: a direct table of `largest + 1` slots, groups numbered by first appearance.
-inline void number_by_table(group_layout& layout, std::vector<index_type>& dense, const groups& grouping, index_type samples,
-                            std::int64_t largest, std::vector<index_type>& table) {
+inline void number_by_table(group_layout& layout, std::vector<index_type>& dense, const groups& grouping,
+                            index_type samples, std::int64_t largest, std::vector<index_type>& table) {
     table.assign(static_cast<std::size_t>(largest + 1), -1);
     for (index_type i = 0; i < samples; ++i) {
         index_type& slot = table[static_cast<std::size_t>(id_of(grouping, i))];
@@ -119,7 +122,8 @@ inline void number_by_table(group_layout& layout, std::vector<index_type>& dense
 // Large ids: open addressing (linear probing, Fibonacci hashing) of (id, group) pairs in a
 // power-of-two table kept at most half full, grown with the number of groups (not samples), so it
 // stays cache-resident. Groups numbered by first appearance.
-inline void number_by_hash(group_layout& layout, std::vector<index_type>& dense, const groups& grouping, index_type samples) {
+inline void number_by_hash(group_layout& layout, std::vector<index_type>& dense, const groups& grouping,
+                           index_type samples) {
     thread_local std::vector<std::pair<std::int64_t, index_type>> slots;
     std::size_t capacity = 1024;
     int shift = 64 - 10;
@@ -151,7 +155,8 @@ inline void number_by_hash(group_layout& layout, std::vector<index_type>& dense,
 }
 
 // Counting sort: the members of each group in sample order.
-inline void sort_members(group_layout& layout, const std::vector<index_type>& dense, index_type samples, std::vector<index_type>& next) {
+inline void sort_members(group_layout& layout, const std::vector<index_type>& dense, index_type samples,
+                         std::vector<index_type>& next) {
     layout.offsets.assign(static_cast<std::size_t>(layout.count + 1), 0);
     for (index_type i = 0; i < samples; ++i) ++layout.offsets[dense[i] + 1];
     for (index_type g = 0; g < layout.count; ++g) layout.offsets[g + 1] += layout.offsets[g];
@@ -164,21 +169,23 @@ inline void sort_members(group_layout& layout, const std::vector<index_type>& de
 
 // Fills `layout` (reusing its storage) for n samples; `dense` is scratch for the per-sample group index.
 // With with_members false only dense (each sample's group number), count and labels are filled.
-inline void resolve_into(group_layout& layout, std::vector<index_type>& dense, const groups& grouping, index_type samples,
-                         const char* what, bool with_members = true) {
+inline void resolve_into(group_layout& layout, std::vector<index_type>& dense, const groups& grouping,
+                         index_type samples, const char* what, bool with_members = true) {
     layout.samples = samples;
     layout.count = 0;
     layout.size = 0;
     layout.labels.clear();
     if (grouping.contiguous()) {
-        core::require(samples % grouping.size == 0, what, " has ", samples, " samples, not a multiple of group_size ", grouping.size);
+        core::require(samples % grouping.size == 0, what, " has ", samples, " samples, not a multiple of group_size ",
+                      grouping.size);
         layout.size = grouping.size;
         layout.count = samples / grouping.size;
         return;
     }
     core::require(grouping.ids64 != nullptr || grouping.ids32 != nullptr || samples == 0,
                   "groups: neither a group_size nor group ids were given for ", samples, " samples");
-    core::require(grouping.id_count == samples, "group ids has length ", grouping.id_count, " but ", what, " has length ", samples);
+    core::require(grouping.id_count == samples, "group ids has length ", grouping.id_count, " but ", what,
+                  " has length ", samples);
     dense.resize(static_cast<std::size_t>(samples));
     const std::int64_t largest = detail::checked_largest_id(grouping, samples);
     thread_local std::vector<index_type> table;
@@ -206,7 +213,8 @@ inline group_layout resolve(const groups& grouping, index_type samples, const ch
 // page-fault) once the buffers have grown. Valid until the next resolve_cached on the thread.
 // dense (when given) receives this thread's reusable per-sample group numbers (ragged only).
 inline const group_layout& resolve_cached(const groups& grouping, index_type samples, const char* what = "rewards",
-                                          bool with_members = true, const std::vector<index_type>** dense_out = nullptr) {
+                                          bool with_members = true,
+                                          const std::vector<index_type>** dense_out = nullptr) {
     thread_local group_layout layout;
     thread_local std::vector<index_type> dense;
     resolve_into(layout, dense, grouping, samples, what, with_members);

@@ -21,7 +21,8 @@ inline void transpose_sixteen(__m512 rows[16]) {
     }
     const auto pairs = [](__m512 a, __m512 b, bool high) {
         const __m512d x = _mm512_castps_pd(a), y = _mm512_castps_pd(b);
-        return _mm512_castpd_ps(high ? _mm512_maskz_unpackhi_pd(__mmask8(0xff), x, y) : _mm512_maskz_unpacklo_pd(__mmask8(0xff), x, y));
+        return _mm512_castpd_ps(high ? _mm512_maskz_unpackhi_pd(__mmask8(0xff), x, y)
+                                     : _mm512_maskz_unpacklo_pd(__mmask8(0xff), x, y));
     };
     for (int i = 0; i < 16; i += 4) {
         rows[i] = pairs(t[i], t[i + 2], false);

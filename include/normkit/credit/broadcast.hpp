@@ -33,8 +33,10 @@ void broadcast_advantages(const Advantages& advantages, const Mask& mask, Output
     using M = element_t<Mask>;
     const auto values = as_vector(advantages);
     using A = std::remove_const_t<typename decltype(values)::value_type>;
-    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "broadcast_advantages: the output holds float or double");
-    static_assert(std::is_same_v<A, float> || std::is_same_v<A, double>, "broadcast_advantages: advantages are float or double");
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                  "broadcast_advantages: the output holds float or double");
+    static_assert(std::is_same_v<A, float> || std::is_same_v<A, double>,
+                  "broadcast_advantages: advantages are float or double");
     static_assert(std::is_same_v<M, T> || std::is_same_v<M, std::uint8_t>,
                   "broadcast_advantages: the mask has the output's storage type, or is std::uint8_t");
     detail::broadcast_advantages<A, M, T>(vector_view<const A>(values), view(mask), view(output));
@@ -48,7 +50,8 @@ void broadcast_advantages(vector_view<const A> advantages, matrix_view<const M> 
     require_token_matrix("output", output, "mask", mask);
     require_per_sample("advantages", advantages, mask.rows);
     for (index_type i = 0; i < mask.rows; ++i)
-        for (index_type t = 0; t < mask.cols; ++t) output(i, t) = mask(i, t) != M(0) ? static_cast<T>(advantages[i]) : T(0);
+        for (index_type t = 0; t < mask.cols; ++t)
+            output(i, t) = mask(i, t) != M(0) ? static_cast<T>(advantages[i]) : T(0);
 }
 
 }  // namespace detail

@@ -78,8 +78,9 @@ inline double smoothstep_ramp(double step, double start, double end) {
 
 namespace detail {
 template <class T>
-index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const T> log_prob_free, matrix_view<const T> mask,
-                        vector_view<const T> advantages, matrix_view<T> weights, matrix_view<T> token_advantages, const cort_options& options);
+index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const T> log_prob_free,
+                        matrix_view<const T> mask, vector_view<const T> advantages, matrix_view<T> weights,
+                        matrix_view<T> token_advantages, const cort_options& options);
 }  // namespace detail
 
 // CoRT weights and/or token advantages ([B × T]; either may be absent, {}).
@@ -87,11 +88,12 @@ index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const 
 // number of clip-and-renormalize rounds any response needed (≤ n_i + 1).
 template <class LogProb, class Mask>
 index_type cort_weights(const LogProb& log_prob_rubric, const LogProb& log_prob_free, const Mask& mask,
-                        vector_view<const element_t<Mask>> advantages, matrix_t<Mask> weights, matrix_t<Mask> token_advantages,
-                        const cort_options& options = {}) {
+                        vector_view<const element_t<Mask>> advantages, matrix_t<Mask> weights,
+                        matrix_t<Mask> token_advantages, const cort_options& options = {}) {
     using T = element_t<Mask>;
     static_assert(same_storage_v<T, LogProb>, "cort_weights: all token matrices must share a storage type");
-    return detail::cort_weights<T>(view(log_prob_rubric), view(log_prob_free), view(mask), advantages, weights, token_advantages, options);
+    return detail::cort_weights<T>(view(log_prob_rubric), view(log_prob_free), view(mask), advantages, weights,
+                                   token_advantages, options);
 }
 
 }  // namespace normkit::credit

@@ -54,7 +54,7 @@ struct top_entropy_options {
 enum class hapo_sign { paper_range, released_code };
 
 struct hapo_entropy_options {
-    double pivot = 0.8;                      // p of the quantile Q_p, in [0, 1]
+    double pivot = 0.8;                       // p of the quantile Q_p, in [0, 1]
     hapo_sign sign = hapo_sign::paper_range;  // the h < 0 branch; see above
 };
 
@@ -78,53 +78,63 @@ namespace detail {
 template <class T>
 void top_entropy_mask(matrix_view<const T> entropy, matrix_view<const T> mask, double rho, matrix_view<T> keep);
 template <class T>
-void hapo_entropy_signal(matrix_view<const T> entropy, matrix_view<const T> mask, matrix_view<T> signal, const hapo_entropy_options& options);
+void hapo_entropy_signal(matrix_view<const T> entropy, matrix_view<const T> mask, matrix_view<T> signal,
+                         const hapo_entropy_options& options);
 template <class T>
-void hapo_token_advantages(vector_view<const T> scores, const groups& grouping, matrix_view<const T> mask, matrix_view<T> output,
-                           const hapo_advantage_options& options);
+void hapo_token_advantages(vector_view<const T> scores, const groups& grouping, matrix_view<const T> mask,
+                           matrix_view<T> output, const hapo_advantage_options& options);
 template <class T>
-void hapo_clip_ranges(matrix_view<const T> signal, matrix_view<T> low, matrix_view<T> high, const hapo_clip_options& options);
+void hapo_clip_ranges(matrix_view<const T> signal, matrix_view<T> low, matrix_view<T> high,
+                      const hapo_clip_options& options);
 template <class T>
-void hapo_redistribute(matrix_view<const T> advantages, matrix_view<const T> signal, matrix_view<const T> ratio, matrix_view<const T> clip_low,
-                       matrix_view<const T> clip_high, matrix_view<const T> mask, matrix_view<T> output, double beta);
+void hapo_redistribute(matrix_view<const T> advantages, matrix_view<const T> signal, matrix_view<const T> ratio,
+                       matrix_view<const T> clip_low, matrix_view<const T> clip_high, matrix_view<const T> mask,
+                       matrix_view<T> output, double beta);
 }  // namespace detail
 
 // keep = 1 where a valid token's entropy is at or above the (1 − ρ) quantile, else 0.
 template <class Entropy, class Mask, class Keep>
 void top_entropy_mask(const Entropy& entropy, const Mask& mask, Keep&& keep, const top_entropy_options& options = {}) {
-    static_assert(same_storage_v<element_t<Keep>, Entropy, Mask>, "top_entropy_mask: all token matrices must share a storage type");
+    static_assert(same_storage_v<element_t<Keep>, Entropy, Mask>,
+                  "top_entropy_mask: all token matrices must share a storage type");
     detail::top_entropy_mask<element_t<Keep>>(view(entropy), view(mask), options.rho, view(keep));
 }
 
 // h̃ per token from the token entropies.
 template <class Entropy, class Mask, class Signal>
-void hapo_entropy_signal(const Entropy& entropy, const Mask& mask, Signal&& signal, const hapo_entropy_options& options = {}) {
-    static_assert(same_storage_v<element_t<Signal>, Entropy, Mask>, "hapo_entropy_signal: all token matrices must share a storage type");
+void hapo_entropy_signal(const Entropy& entropy, const Mask& mask, Signal&& signal,
+                         const hapo_entropy_options& options = {}) {
+    static_assert(same_storage_v<element_t<Signal>, Entropy, Mask>,
+                  "hapo_entropy_signal: all token matrices must share a storage type");
     detail::hapo_entropy_signal<element_t<Signal>>(view(entropy), view(mask), view(signal), options);
 }
 
 // Token Level Group Average advantages [B × T] from per-response scores and their groups.
 template <class Mask, class Output>
-void hapo_token_advantages(vector_view<const element_t<Output>> scores, const groups& grouping, const Mask& mask, Output&& output,
-                           const hapo_advantage_options& options = {}) {
-    static_assert(same_storage_v<element_t<Output>, Mask>, "hapo_token_advantages: mask and output must share a storage type");
+void hapo_token_advantages(vector_view<const element_t<Output>> scores, const groups& grouping, const Mask& mask,
+                           Output&& output, const hapo_advantage_options& options = {}) {
+    static_assert(same_storage_v<element_t<Output>, Mask>,
+                  "hapo_token_advantages: mask and output must share a storage type");
     detail::hapo_token_advantages<element_t<Output>>(scores, grouping, view(mask), view(output), options);
 }
 
 // Per-token clip ranges ε_L,t, ε_H,t from h̃.
 template <class Signal, class Low, class High>
 void hapo_clip_ranges(const Signal& signal, Low&& low, High&& high, const hapo_clip_options& options = {}) {
-    static_assert(same_storage_v<element_t<Low>, Signal, High>, "hapo_clip_ranges: all token matrices must share a storage type");
+    static_assert(same_storage_v<element_t<Low>, Signal, High>,
+                  "hapo_clip_ranges: all token matrices must share a storage type");
     detail::hapo_clip_ranges<element_t<Low>>(view(signal), view(low), view(high), options);
 }
 
 // Differential advantage redistribution; ratio = π/π_old per token.
 template <class Tokens, class Mask, class Output>
-void hapo_redistribute(const Tokens& advantages, const Tokens& signal, const Tokens& ratio, const Tokens& clip_low, const Tokens& clip_high,
-                       const Mask& mask, Output&& output, const hapo_redistribute_options& options = {}) {
-    static_assert(same_storage_v<element_t<Output>, Tokens, Mask>, "hapo_redistribute: all token matrices must share a storage type");
-    detail::hapo_redistribute<element_t<Output>>(view(advantages), view(signal), view(ratio), view(clip_low), view(clip_high), view(mask),
-                                                 view(output), options.beta);
+void hapo_redistribute(const Tokens& advantages, const Tokens& signal, const Tokens& ratio, const Tokens& clip_low,
+                       const Tokens& clip_high, const Mask& mask, Output&& output,
+                       const hapo_redistribute_options& options = {}) {
+    static_assert(same_storage_v<element_t<Output>, Tokens, Mask>,
+                  "hapo_redistribute: all token matrices must share a storage type");
+    detail::hapo_redistribute<element_t<Output>>(view(advantages), view(signal), view(ratio), view(clip_low),
+                                                 view(clip_high), view(mask), view(output), options.beta);
 }
 
 }  // namespace normkit::credit

@@ -71,34 +71,40 @@ struct logits_options : execution_options {
 
 namespace detail {
 template <class T>
-void logits_statistics(matrix_view<const T> logits, vector_view<const index_type> tokens, vector_view<statistic_t<T>> token_log_probability,
-                       vector_view<statistic_t<T>> entropy, vector_view<statistic_t<T>> sum_probability_squared,
-                       vector_view<statistic_t<T>> logsumexp, const logits_options& options);
+void logits_statistics(matrix_view<const T> logits, vector_view<const index_type> tokens,
+                       vector_view<statistic_t<T>> token_log_probability, vector_view<statistic_t<T>> entropy,
+                       vector_view<statistic_t<T>> sum_probability_squared, vector_view<statistic_t<T>> logsumexp,
+                       const logits_options& options);
 template <class T, class G>
-void logits_backward(vector_view<const statistic_t<T>> output_gradient, matrix_view<const T> logits, vector_view<const index_type> tokens,
-                     matrix_view<G> logits_gradient, vector_view<const statistic_t<T>> logsumexp, const logits_options& options);
+void logits_backward(vector_view<const statistic_t<T>> output_gradient, matrix_view<const T> logits,
+                     vector_view<const index_type> tokens, matrix_view<G> logits_gradient,
+                     vector_view<const statistic_t<T>> logsumexp, const logits_options& options);
 }  // namespace detail
 
 // Per row of logits [T × V]: any of token_log_probability (log π of tokens[t]),
 // entropy, sum_probability_squared and the saved logsumexp (of z/τ); absent
 // outputs ({}) are not computed. tokens is needed only for token_log_probability.
 template <class Logits>
-void logits_statistics(const Logits& logits, vector_view<const index_type> tokens, statistics_t<Logits> token_log_probability = {},
-                       statistics_t<Logits> entropy = {}, statistics_t<Logits> sum_probability_squared = {}, statistics_t<Logits> logsumexp = {},
+void logits_statistics(const Logits& logits, vector_view<const index_type> tokens,
+                       statistics_t<Logits> token_log_probability = {}, statistics_t<Logits> entropy = {},
+                       statistics_t<Logits> sum_probability_squared = {}, statistics_t<Logits> logsumexp = {},
                        const logits_options& options = {}) {
     using T = element_t<Logits>;
     static_assert(core::is_storage_v<T>, "logits_statistics: logits are float, double, bfloat16 or half");
-    detail::logits_statistics<T>(view(logits), tokens, token_log_probability, entropy, sum_probability_squared, logsumexp, options);
+    detail::logits_statistics<T>(view(logits), tokens, token_log_probability, entropy, sum_probability_squared,
+                                 logsumexp, options);
 }
 
 // logits_gradient = ∂(Σ_t g_t·log π(y_t))/∂z, overwritten; output_gradient holds g_t.
 // logsumexp: the forward's (fast), or {} to recompute it per row (exact at large |z|).
 template <class Logits, class Gradient>
-void logits_backward(const_statistics_t<Logits> output_gradient, const Logits& logits, vector_view<const index_type> tokens,
-                     Gradient&& logits_gradient, const_statistics_t<Logits> logsumexp = {}, const logits_options& options = {}) {
+void logits_backward(const_statistics_t<Logits> output_gradient, const Logits& logits,
+                     vector_view<const index_type> tokens, Gradient&& logits_gradient,
+                     const_statistics_t<Logits> logsumexp = {}, const logits_options& options = {}) {
     using T = element_t<Logits>;
     using G = element_t<Gradient>;
-    static_assert(core::is_storage_v<T> && core::is_storage_v<G>, "logits_backward: logits and gradient are storage types");
+    static_assert(core::is_storage_v<T> && core::is_storage_v<G>,
+                  "logits_backward: logits and gradient are storage types");
     detail::logits_backward<T, G>(output_gradient, view(logits), tokens, view(logits_gradient), logsumexp, options);
 }
 

@@ -47,20 +47,23 @@ struct optimal_token_baseline_options {
 namespace detail {
 template <class T>
 void optimal_token_baseline(matrix_view<const T> rewards, matrix_view<const T> mask, matrix_view<const T> old_log_prob,
-                            matrix_view<const T> sum_probability_squared, matrix_view<const T> importance_weights, const groups& grouping,
-                            matrix_view<T> advantages, matrix_view<T> returns, const optimal_token_baseline_options& options);
+                            matrix_view<const T> sum_probability_squared, matrix_view<const T> importance_weights,
+                            const groups& grouping, matrix_view<T> advantages, matrix_view<T> returns,
+                            const optimal_token_baseline_options& options);
 }  // namespace detail
 
 // OTB advantages [B × T] (and optionally the returns G). importance_weights
 // may be absent ({}); grouping has one member per response.
 template <class Rewards, class Mask, class LogProb, class SumSquares, class Advantages>
-void optimal_token_baseline(const Rewards& rewards, const Mask& mask, const LogProb& old_log_prob, const SumSquares& sum_probability_squared,
-                            const_matrix_t<Advantages> importance_weights, const groups& grouping, Advantages&& advantages,
-                            matrix_t<Advantages> returns = {}, const optimal_token_baseline_options& options = {}) {
+void optimal_token_baseline(const Rewards& rewards, const Mask& mask, const LogProb& old_log_prob,
+                            const SumSquares& sum_probability_squared, const_matrix_t<Advantages> importance_weights,
+                            const groups& grouping, Advantages&& advantages, matrix_t<Advantages> returns = {},
+                            const optimal_token_baseline_options& options = {}) {
     using T = element_t<Advantages>;
-    static_assert(same_storage_v<T, Rewards, Mask, LogProb, SumSquares>, "optimal_token_baseline: all token matrices must share a storage type");
-    detail::optimal_token_baseline<T>(view(rewards), view(mask), view(old_log_prob), view(sum_probability_squared), importance_weights, grouping,
-                                      view(advantages), returns, options);
+    static_assert(same_storage_v<T, Rewards, Mask, LogProb, SumSquares>,
+                  "optimal_token_baseline: all token matrices must share a storage type");
+    detail::optimal_token_baseline<T>(view(rewards), view(mask), view(old_log_prob), view(sum_probability_squared),
+                                      importance_weights, grouping, view(advantages), returns, options);
 }
 
 }  // namespace normkit::credit

@@ -53,27 +53,34 @@ struct gae_options {
 
 namespace detail {
 template <class T>
-void discounted_returns(matrix_view<const T> rewards, matrix_view<const T> mask, matrix_view<T> returns, const discounted_returns_options& options);
+void discounted_returns(matrix_view<const T> rewards, matrix_view<const T> mask, matrix_view<T> returns,
+                        const discounted_returns_options& options);
 template <class T>
-void generalized_advantage_estimation(matrix_view<const T> rewards, matrix_view<const T> values, matrix_view<const T> mask, matrix_view<T> advantages,
-                                      matrix_view<T> returns, const gae_options& options);
+void generalized_advantage_estimation(matrix_view<const T> rewards, matrix_view<const T> values,
+                                      matrix_view<const T> mask, matrix_view<T> advantages, matrix_view<T> returns,
+                                      const gae_options& options);
 }  // namespace detail
 
 // Returns [B × T] of the token rewards, discounted by γ over valid tokens.
 template <class Rewards, class Mask, class Returns>
-void discounted_returns(const Rewards& rewards, const Mask& mask, Returns&& returns, const discounted_returns_options& options = {}) {
+void discounted_returns(const Rewards& rewards, const Mask& mask, Returns&& returns,
+                        const discounted_returns_options& options = {}) {
     using T = element_t<Returns>;
-    static_assert(same_storage_v<T, Rewards, Mask>, "discounted_returns: rewards, mask and returns must share a storage type");
+    static_assert(same_storage_v<T, Rewards, Mask>,
+                  "discounted_returns: rewards, mask and returns must share a storage type");
     detail::discounted_returns<T>(view(rewards), view(mask), view(returns), options);
 }
 
 // GAE advantages [B × T] and (optional, {}) returns A + V.
 template <class Rewards, class Values, class Mask, class Advantages>
-void generalized_advantage_estimation(const Rewards& rewards, const Values& values, const Mask& mask, Advantages&& advantages,
-                                      matrix_t<Advantages> returns = {}, const gae_options& options = {}) {
+void generalized_advantage_estimation(const Rewards& rewards, const Values& values, const Mask& mask,
+                                      Advantages&& advantages, matrix_t<Advantages> returns = {},
+                                      const gae_options& options = {}) {
     using T = element_t<Advantages>;
-    static_assert(same_storage_v<T, Rewards, Values, Mask>, "generalized_advantage_estimation: all token matrices must share a storage type");
-    detail::generalized_advantage_estimation<T>(view(rewards), view(values), view(mask), view(advantages), returns, options);
+    static_assert(same_storage_v<T, Rewards, Values, Mask>,
+                  "generalized_advantage_estimation: all token matrices must share a storage type");
+    detail::generalized_advantage_estimation<T>(view(rewards), view(values), view(mask), view(advantages), returns,
+                                                options);
 }
 
 }  // namespace normkit::credit

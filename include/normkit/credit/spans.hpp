@@ -47,10 +47,12 @@ void span_advantages(vector_view<const span> spans, matrix_view<const T> positio
 // Per-token advantages [B × T] from a span table and per-position advantages [B × K].
 template <class Positions, class Mask, class Output>
 void span_advantages(vector_view<const span> spans, const Positions& position_advantages, const Mask& mask,
-                     vector_view<const element_t<Output>> response_advantages, Output&& output, const span_options& options = {}) {
+                     vector_view<const element_t<Output>> response_advantages, Output&& output,
+                     const span_options& options = {}) {
     using T = element_t<Output>;
     static_assert(same_storage_v<T, Positions, Mask>, "span_advantages: all matrices must share a storage type");
-    detail::span_advantages<T>(spans, view(position_advantages), view(mask), response_advantages, view(output), options.outside);
+    detail::span_advantages<T>(spans, view(position_advantages), view(mask), response_advantages, view(output),
+                               options.outside);
 }
 
 }  // namespace normkit::credit

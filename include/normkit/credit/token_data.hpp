@@ -35,24 +35,26 @@ inline bool is_valid(T mask_value) {
 }
 
 template <class T, class U>
-void require_token_matrix(const char* name, const matrix_view<T>& x, const char* reference_name, const matrix_view<U>& reference) {
+void require_token_matrix(const char* name, const matrix_view<T>& x, const char* reference_name,
+                          const matrix_view<U>& reference) {
     core::require_data(name, x);
     core::require_same_shape(name, x, reference_name, reference);
 }
 
 template <class T>
 void require_per_sample(const char* name, const vector_view<T>& values, index_type rows) {
-    core::require(values.size == rows && (values.data != nullptr || rows == 0), name, " has length ", values.size, " but there are ", rows,
-                  " samples");
+    core::require(values.size == rows && (values.data != nullptr || rows == 0), name, " has length ", values.size,
+                  " but there are ", rows, " samples");
 }
 
 // The members of each group, in row order (group g's rows are members[g]).
 inline std::vector<std::vector<index_type>> group_members(const groups& grouping, index_type rows) {
-    core::require(grouping.contiguous() || grouping.id_count == rows, "group_ids has length ", grouping.id_count, " but there are ", rows,
-                  " samples");
+    core::require(grouping.contiguous() || grouping.id_count == rows, "group_ids has length ", grouping.id_count,
+                  " but there are ", rows, " samples");
     const core::group_layout layout = core::resolve(grouping, rows, "the rows");
     std::vector<std::vector<index_type>> members(static_cast<std::size_t>(layout.count));
-    for (index_type g = 0; g < layout.count; ++g) layout.for_members(g, [&](index_type i) { members[static_cast<std::size_t>(g)].push_back(i); });
+    for (index_type g = 0; g < layout.count; ++g)
+        layout.for_members(g, [&](index_type i) { members[static_cast<std::size_t>(g)].push_back(i); });
     return members;
 }
 
@@ -87,12 +89,13 @@ inline double standardized(double value, const location_scale& stats) {
 
 // A per-turn table [B × N] with turn_count[i] ≤ N valid turns in row i.
 template <class T>
-void require_turn_table(const char* name, const matrix_view<T>& table, const vector_view<const index_type>& turn_count) {
+void require_turn_table(const char* name, const matrix_view<T>& table,
+                        const vector_view<const index_type>& turn_count) {
     core::require_data(name, table);
     require_per_sample("turn_count", turn_count, table.rows);
     for (index_type i = 0; i < table.rows; ++i)
-        core::require(turn_count[i] >= 0 && turn_count[i] <= table.cols, "turn_count[", i, "] = ", turn_count[i], " is outside [0, ", table.cols,
-                      "] for ", name, " (", table.rows, "x", table.cols, ")");
+        core::require(turn_count[i] >= 0 && turn_count[i] <= table.cols, "turn_count[", i, "] = ", turn_count[i],
+                      " is outside [0, ", table.cols, "] for ", name, " (", table.rows, "x", table.cols, ")");
 }
 
 }  // namespace normkit::credit::detail

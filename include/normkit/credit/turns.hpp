@@ -55,8 +55,8 @@ namespace normkit::credit {
 
 struct a2tgpo_options {
     double gamma = 1.0;
-    double alpha = 0.3;              // weight of the accumulated information gain
-    double clip_spread = 0.3;        // κ of the clip scale
+    double alpha = 0.3;        // weight of the accumulated information gain
+    double clip_spread = 0.3;  // κ of the clip scale
     bool normalize_by_std = true;
     int ddof = 0;
     double eps = 1e-6;
@@ -86,40 +86,42 @@ struct turns_to_tokens_options {
 
 namespace detail {
 template <class T>
-void a2tgpo_advantages(matrix_view<const T> information_gain, vector_view<const index_type> turn_count, const groups& grouping,
-                       vector_view<const T> outcome_advantages, matrix_view<T> advantages, matrix_view<T> clip_scale, const a2tgpo_options& options);
+void a2tgpo_advantages(matrix_view<const T> information_gain, vector_view<const index_type> turn_count,
+                       const groups& grouping, vector_view<const T> outcome_advantages, matrix_view<T> advantages,
+                       matrix_view<T> clip_scale, const a2tgpo_options& options);
 template <class T>
-void mapo_advantages(matrix_view<const T> rewards, vector_view<const index_type> turn_count, const groups& grouping, matrix_view<T> advantages,
-                     const mapo_options& options);
+void mapo_advantages(matrix_view<const T> rewards, vector_view<const index_type> turn_count, const groups& grouping,
+                     matrix_view<T> advantages, const mapo_options& options);
 template <class T>
-void gtpo_advantages(matrix_view<const T> rewards, vector_view<const index_type> turn_count, const groups& grouping, matrix_view<T> advantages,
-                     const gtpo_options& options);
+void gtpo_advantages(matrix_view<const T> rewards, vector_view<const index_type> turn_count, const groups& grouping,
+                     matrix_view<T> advantages, const gtpo_options& options);
 template <class T>
-void turns_to_tokens(matrix_view<const T> per_turn, matrix_view<const index_type> turn_index, matrix_view<T> output, double outside);
+void turns_to_tokens(matrix_view<const T> per_turn, matrix_view<const index_type> turn_index, matrix_view<T> output,
+                     double outside);
 }  // namespace detail
 
 // A²TGPO per-turn advantages [B × N] and (optional, {}) clip scales [B × N].
 template <class Table, class Output>
 void a2tgpo_advantages(const Table& information_gain, vector_view<const index_type> turn_count, const groups& grouping,
-                       vector_view<const element_t<Output>> outcome_advantages, Output&& advantages, matrix_t<Output> clip_scale = {},
-                       const a2tgpo_options& options = {}) {
+                       vector_view<const element_t<Output>> outcome_advantages, Output&& advantages,
+                       matrix_t<Output> clip_scale = {}, const a2tgpo_options& options = {}) {
     static_assert(same_storage_v<element_t<Output>, Table>, "a2tgpo_advantages: the tables must share a storage type");
-    detail::a2tgpo_advantages<element_t<Output>>(view(information_gain), turn_count, grouping, outcome_advantages, view(advantages), clip_scale,
-                                                 options);
+    detail::a2tgpo_advantages<element_t<Output>>(view(information_gain), turn_count, grouping, outcome_advantages,
+                                                 view(advantages), clip_scale, options);
 }
 
 // MAPO per-turn advantages [B × N] from immediate turn rewards.
 template <class Table, class Output>
-void mapo_advantages(const Table& rewards, vector_view<const index_type> turn_count, const groups& grouping, Output&& advantages,
-                     const mapo_options& options = {}) {
+void mapo_advantages(const Table& rewards, vector_view<const index_type> turn_count, const groups& grouping,
+                     Output&& advantages, const mapo_options& options = {}) {
     static_assert(same_storage_v<element_t<Output>, Table>, "mapo_advantages: the tables must share a storage type");
     detail::mapo_advantages<element_t<Output>>(view(rewards), turn_count, grouping, view(advantages), options);
 }
 
 // GTPO per-turn advantages [B × N] from turn rewards.
 template <class Table, class Output>
-void gtpo_advantages(const Table& rewards, vector_view<const index_type> turn_count, const groups& grouping, Output&& advantages,
-                     const gtpo_options& options = {}) {
+void gtpo_advantages(const Table& rewards, vector_view<const index_type> turn_count, const groups& grouping,
+                     Output&& advantages, const gtpo_options& options = {}) {
     static_assert(same_storage_v<element_t<Output>, Table>, "gtpo_advantages: the tables must share a storage type");
     detail::gtpo_advantages<element_t<Output>>(view(rewards), turn_count, grouping, view(advantages), options);
 }
@@ -127,8 +129,10 @@ void gtpo_advantages(const Table& rewards, vector_view<const index_type> turn_co
 // Token values [B × T] from per-turn values [B × N]: output(i, t) =
 // per_turn(i, turn_index(i, t)), or options.outside where turn_index = −1.
 template <class Table, class TurnIndex, class Output>
-void turns_to_tokens(const Table& per_turn, const TurnIndex& turn_index, Output&& output, const turns_to_tokens_options& options = {}) {
-    static_assert(same_storage_v<element_t<Output>, Table>, "turns_to_tokens: per_turn and output must share a storage type");
+void turns_to_tokens(const Table& per_turn, const TurnIndex& turn_index, Output&& output,
+                     const turns_to_tokens_options& options = {}) {
+    static_assert(same_storage_v<element_t<Output>, Table>,
+                  "turns_to_tokens: per_turn and output must share a storage type");
     detail::turns_to_tokens<element_t<Output>>(view(per_turn), view(turn_index), view(output), options.outside);
 }
 

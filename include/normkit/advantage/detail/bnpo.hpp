@@ -16,12 +16,15 @@ inline double beta_density(double p, double alpha, double beta) {
 }
 
 template <class T, class O>
-beta_parameters bnpo(vector_view<const T> rewards, const groups& grouping, vector_view<O> out, const bnpo_options& options) {
+beta_parameters bnpo(vector_view<const T> rewards, const groups& grouping, vector_view<O> out,
+                     const bnpo_options& options) {
     const index_type n = rewards.size;
     core::require(out.size == n, "output has length ", out.size, " but rewards has length ", n);
     core::require(options.clamp > 0, "clamp must be positive, got ", options.clamp);
     core::require(options.alpha.has_value() == options.beta.has_value(), "give both alpha and beta, or neither");
-    if (options.alpha) core::require(*options.alpha > 0 && *options.beta > 0, "alpha and beta must be positive, got ", *options.alpha, " and ", *options.beta);
+    if (options.alpha)
+        core::require(*options.alpha > 0 && *options.beta > 0, "alpha and beta must be positive, got ", *options.alpha,
+                      " and ", *options.beta);
     const auto layout = core::resolve(grouping, n);
     double low = std::numeric_limits<double>::infinity(), high = -low;
     for (index_type i = 0; i < n; ++i) {
@@ -31,7 +34,9 @@ beta_parameters bnpo(vector_view<const T> rewards, const groups& grouping, vecto
         high = std::max(high, value);
     }
     const double range = high - low;
-    const auto rescaled = [&](index_type i) { return range > 0 ? (static_cast<double>(rewards[i]) - low) / range : 0.0; };
+    const auto rescaled = [&](index_type i) {
+        return range > 0 ? (static_cast<double>(rewards[i]) - low) / range : 0.0;
+    };
     std::vector<double> group_mean(static_cast<std::size_t>(layout.count), 0.0);
     moments spread;
     for (index_type g = 0; g < layout.count; ++g) {

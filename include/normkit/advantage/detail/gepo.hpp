@@ -9,8 +9,9 @@
 namespace normkit::advantage::detail {
 
 template <class A, class L, class O>
-void gepo(vector_view<const A> advantages, const groups& grouping, matrix_view<const L> log_probs, matrix_view<const L> token_mask,
-          gepo_state& state, vector_view<O> out, vector_view<double> group_entropy, const gepo_options& options) {
+void gepo(vector_view<const A> advantages, const groups& grouping, matrix_view<const L> log_probs,
+          matrix_view<const L> token_mask, gepo_state& state, vector_view<O> out, vector_view<double> group_entropy,
+          const gepo_options& options) {
     const index_type n = advantages.size;
     core::require(out.size == n, "output has length ", out.size, " but advantages has length ", n);
     core::require_data("log_probs", log_probs);
@@ -19,10 +20,11 @@ void gepo(vector_view<const A> advantages, const groups& grouping, matrix_view<c
     core::require_same_shape("token_mask", token_mask, "log_probs", log_probs);
     for (const double value : {options.alpha_low, options.alpha_high, options.beta_low, options.beta_high})
         core::require(std::isfinite(value) && value >= 0, "gepo alphas and betas must be finite and ≥ 0, got ", value);
-    core::require(options.gamma > 0 && options.gamma <= 1, "gamma (the EMA rate) must lie in (0, 1], got ", options.gamma);
+    core::require(options.gamma > 0 && options.gamma <= 1, "gamma (the EMA rate) must lie in (0, 1], got ",
+                  options.gamma);
     const auto layout = core::resolve(grouping, n, "advantages");
-    core::require(group_entropy.empty() || group_entropy.size == layout.count, "group_entropy has length ", group_entropy.size, " but there are ",
-                  layout.count, " groups");
+    core::require(group_entropy.empty() || group_entropy.size == layout.count, "group_entropy has length ",
+                  group_entropy.size, " but there are ", layout.count, " groups");
     std::vector<double> entropy(static_cast<std::size_t>(layout.count), std::numeric_limits<double>::quiet_NaN());
     moments spread;
     for (index_type g = 0; g < layout.count; ++g) {
@@ -42,7 +44,8 @@ void gepo(vector_view<const A> advantages, const groups& grouping, matrix_view<c
     }
     if (spread.count > 0) {
         const double deviation = spread.standard_deviation(0);
-        const double low = spread.mean - options.beta_low * deviation, high = spread.mean + options.beta_high * deviation;
+        const double low = spread.mean - options.beta_low * deviation,
+                     high = spread.mean + options.beta_high * deviation;
         if (state.initialized) {
             state.low = (1 - options.gamma) * state.low + options.gamma * low;
             state.high = (1 - options.gamma) * state.high + options.gamma * high;
@@ -58,8 +61,10 @@ void gepo(vector_view<const A> advantages, const groups& grouping, matrix_view<c
         layout.for_members(g, [&](index_type i) {
             double value = static_cast<double>(advantages[i]);
             if (has_entropy) {
-                if (value > 0 && h < state.low) value *= options.alpha_low;
-                else if (value < 0 && h > state.high) value *= options.alpha_high;
+                if (value > 0 && h < state.low)
+                    value *= options.alpha_low;
+                else if (value < 0 && h > state.high)
+                    value *= options.alpha_high;
             }
             out[i] = static_cast<O>(value);
         });

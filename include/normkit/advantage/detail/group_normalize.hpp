@@ -35,18 +35,25 @@ template <class V>
 V divisor(V variance, double eps, eps_mode placement) {
     constexpr bool scalar = std::is_same_v<V, double>;
     const auto root = [](V v) {
-        if constexpr (scalar) return std::sqrt(v);
-        else return core::square_root(v);
+        if constexpr (scalar)
+            return std::sqrt(v);
+        else
+            return core::square_root(v);
     };
     const auto pick = [](auto condition, V yes, V no) {
-        if constexpr (scalar) return condition ? yes : no;
-        else return xsimd::select(condition, yes, no);
+        if constexpr (scalar)
+            return condition ? yes : no;
+        else
+            return xsimd::select(condition, yes, no);
     };
     const V epsilon(eps), one(1.0);
     switch (placement) {
-        case eps_mode::add_to_std: return root(variance) + epsilon;
-        case eps_mode::inside_sqrt: return root(variance + epsilon);
-        case eps_mode::clamp_variance: return root(pick(variance < epsilon, epsilon, variance));  // max(v, ε)
+        case eps_mode::add_to_std:
+            return root(variance) + epsilon;
+        case eps_mode::inside_sqrt:
+            return root(variance + epsilon);
+        case eps_mode::clamp_variance:
+            return root(pick(variance < epsilon, epsilon, variance));  // max(v, ε)
         case eps_mode::std_floor_skip: {
             const V deviation = root(variance);
             return pick(deviation >= epsilon, deviation, one);
@@ -60,7 +67,9 @@ inline void require_eps(const char* name, double eps, eps_mode placement) {
                   " must be positive and finite, got ", eps);
 }
 
-inline void require_ddof(const char* name, int ddof) { core::require(ddof == 0 || ddof == 1, name, " must be 0 or 1, got ", ddof); }
+inline void require_ddof(const char* name, int ddof) {
+    core::require(ddof == 0 || ddof == 1, name, " must be 0 or 1, got ", ddof);
+}
 
 inline void require_whiten(const whiten_options& whiten) {
     if (whiten.mode == whiten_mode::none) return;
@@ -69,26 +78,32 @@ inline void require_whiten(const whiten_options& whiten) {
 }
 
 inline bool per_group_center(center_mode center) {
-    return center == center_mode::group_mean || center == center_mode::leave_one_out || center == center_mode::length_weighted ||
-           center == center_mode::window_median || center == center_mode::window_mean;
+    return center == center_mode::group_mean || center == center_mode::leave_one_out ||
+           center == center_mode::length_weighted || center == center_mode::window_median ||
+           center == center_mode::window_mean;
 }
 
-inline bool per_group_scale(scale_mode scale) { return scale == scale_mode::group_std || scale == scale_mode::window_spread; }
+inline bool per_group_scale(scale_mode scale) {
+    return scale == scale_mode::group_std || scale == scale_mode::window_spread;
+}
 
 // Token counts per sample from lengths or a token mask (empty when neither is given).
 template <class T>
 std::vector<double> token_counts(const reward_inputs<T>& in, index_type n) {
     std::vector<double> counts;
     if (in.lengths.empty() && in.token_mask.empty()) return counts;
-    if (!in.lengths.empty()) core::require(in.lengths.size == n, "lengths has length ", in.lengths.size, " but rewards has length ", n);
+    if (!in.lengths.empty())
+        core::require(in.lengths.size == n, "lengths has length ", in.lengths.size, " but rewards has length ", n);
     if (!in.token_mask.empty())
-        core::require(in.token_mask.rows == n, "token_mask has ", in.token_mask.rows, " rows but rewards has length ", n);
+        core::require(in.token_mask.rows == n, "token_mask has ", in.token_mask.rows, " rows but rewards has length ",
+                      n);
     counts.resize(static_cast<std::size_t>(n));
     for (index_type i = 0; i < n; ++i) {
         if (!in.lengths.empty()) {
             core::require(in.lengths[i] >= 0, "lengths[", i, "] is negative (", in.lengths[i], ")");
-            core::require(in.token_mask.empty() || in.lengths[i] <= in.token_mask.cols, "lengths[", i, "] = ", in.lengths[i],
-                          " exceeds the padded width T = ", in.token_mask.cols, " of token_mask");
+            core::require(in.token_mask.empty() || in.lengths[i] <= in.token_mask.cols, "lengths[", i,
+                          "] = ", in.lengths[i], " exceeds the padded width T = ", in.token_mask.cols,
+                          " of token_mask");
             counts[i] = static_cast<double>(in.lengths[i]);
             continue;
         }
@@ -143,9 +158,10 @@ inline void check_options(const group_normalize_options& options) {
     require_ddof("ddof", options.ddof);
     if (options.scale != scale_mode::none) require_eps("eps", options.eps, options.placement);
     require_whiten(options.whiten);
-    core::require(!(options.clip_min > options.clip_max), "clip range [", options.clip_min, ", ", options.clip_max, "] is empty");
-    core::require(options.window_fraction > 0 && options.window_fraction <= 1, "window_fraction must lie in (0, 1], got ",
-                  options.window_fraction);
+    core::require(!(options.clip_min > options.clip_max), "clip range [", options.clip_min, ", ", options.clip_max,
+                  "] is empty");
+    core::require(options.window_fraction > 0 && options.window_fraction <= 1,
+                  "window_fraction must lie in (0, 1], got ", options.window_fraction);
 }
 
 // One call of group_normalize: its checked input and the steps of its three paths.
@@ -171,7 +187,8 @@ public:
 
     void run() {
         if (n_ == 0) return;
-        if (options_.center == center_mode::batch_mean || options_.scale == scale_mode::batch_std) batch_ = batch_statistics();
+        if (options_.center == center_mode::batch_mean || options_.scale == scale_mode::batch_std)
+            batch_ = batch_statistics();
         if (scatter_) scatter_groups();
         walk_groups();
         report();
@@ -188,11 +205,13 @@ private:
         core::require(in_.rewards.data != nullptr || n_ == 0, "rewards is null");
         core::require(out_.size == n_, "output has length ", out_.size, " but rewards has length ", n_);
         core::require(out_.data != nullptr || n_ == 0, "output is null");
-        core::require(in_.valid.empty() || in_.valid.size == n_, "valid has length ", in_.valid.size, " but rewards has length ", n_);
+        core::require(in_.valid.empty() || in_.valid.size == n_, "valid has length ", in_.valid.size,
+                      " but rewards has length ", n_);
         check_options(options_);
         if (options_.center == center_mode::baseline)
-            core::require(in_.baseline.size == n_ && (in_.baseline.data != nullptr || n_ == 0), "baseline has length ", in_.baseline.size,
-                          " but rewards has length ", n_, " (center_mode::baseline needs one baseline per sample)");
+            core::require(in_.baseline.size == n_ && (in_.baseline.data != nullptr || n_ == 0), "baseline has length ",
+                          in_.baseline.size, " but rewards has length ", n_,
+                          " (center_mode::baseline needs one baseline per sample)");
     }
 
     static void note(std::atomic<index_type>& slot, index_type value) {
@@ -224,38 +243,55 @@ private:
         });
     }
 
-    O finish(double value) const { return static_cast<O>(std::min(std::max(value, options_.clip_min), options_.clip_max)); }
+    O finish(double value) const {
+        return static_cast<O>(std::min(std::max(value, options_.clip_min), options_.clip_max));
+    }
 
     // The one "center and divisor of a group" step of every path, from the group's moments.
     group_scale center_and_divisor(const moments& stats, bool lonely, const group_extras& extras = {}) const {
         group_scale result;
         result.lonely = lonely;
         switch (options_.center) {
-            case center_mode::group_mean: result.center = lonely ? 0.0 : stats.mean; break;
-            case center_mode::batch_mean: result.center = batch_.mean; break;
+            case center_mode::group_mean:
+                result.center = lonely ? 0.0 : stats.mean;
+                break;
+            case center_mode::batch_mean:
+                result.center = batch_.mean;
+                break;
             case center_mode::leave_one_out:
                 result.center = stats.mean;
                 if (!lonely) result.stretch = stats.count / (stats.count - 1);
                 break;
             case center_mode::window_median:
-            case center_mode::window_mean: result.center = extras.window; break;
-            case center_mode::length_weighted: result.center = lonely ? 0.0 : extras.weighted_center; break;
-            default: break;  // baseline and none are per sample
+            case center_mode::window_mean:
+                result.center = extras.window;
+                break;
+            case center_mode::length_weighted:
+                result.center = lonely ? 0.0 : extras.weighted_center;
+                break;
+            default:
+                break;  // baseline and none are per sample
         }
         if (!scaled_) return result;
         double variance = 1.0;
-        if (options_.scale == scale_mode::batch_std) variance = batch_.variance(options_.ddof);
-        else if (!lonely) variance = options_.scale == scale_mode::group_std ? stats.variance(options_.ddof) : extras.window_variance;
+        if (options_.scale == scale_mode::batch_std)
+            variance = batch_.variance(options_.ddof);
+        else if (!lonely)
+            variance = options_.scale == scale_mode::group_std ? stats.variance(options_.ddof) : extras.window_variance;
         result.denominator = divisor(variance, options_.eps, options_.placement);
         return result;
     }
 
     double deviation(index_type i, double reward, const group_scale& scale) const {
         switch (options_.center) {
-            case center_mode::leave_one_out: return scale.lonely ? reward : (reward - scale.center) * scale.stretch;
-            case center_mode::baseline: return reward - static_cast<double>(in_.baseline[i]);
-            case center_mode::none: return reward;
-            default: return reward - scale.center;
+            case center_mode::leave_one_out:
+                return scale.lonely ? reward : (reward - scale.center) * scale.stretch;
+            case center_mode::baseline:
+                return reward - static_cast<double>(in_.baseline[i]);
+            case center_mode::none:
+                return reward;
+            default:
+                return reward - scale.center;
         }
     }
 
@@ -271,15 +307,17 @@ private:
         return true;
     }
 
-    group_extras extras_of(const std::vector<index_type>& members, const std::vector<double>& values, const moments& stats,
-                           std::vector<double>& sorted) const {
+    group_extras extras_of(const std::vector<index_type>& members, const std::vector<double>& values,
+                           const moments& stats, std::vector<double>& sorted) const {
         group_extras extras;
-        const bool windowed = options_.center == center_mode::window_median || options_.center == center_mode::window_mean ||
+        const bool windowed = options_.center == center_mode::window_median ||
+                              options_.center == center_mode::window_mean ||
                               (scaled_ && options_.scale == scale_mode::window_spread);
         if (windowed) {
             sorted.assign(values.begin(), values.end());
             std::sort(sorted.begin(), sorted.end());
-            extras.window = window_center(sorted, options_.window_fraction, options_.center != center_mode::window_mean);
+            extras.window =
+                window_center(sorted, options_.window_fraction, options_.center != center_mode::window_mean);
             double squares = 0;
             for (double value : values) squares += (value - extras.window) * (value - extras.window);
             const double dof = static_cast<double>(static_cast<index_type>(values.size()) - options_.ddof);
@@ -320,7 +358,8 @@ private:
         const auto stats = core::two_pass_moments([&](auto&& sink) {
             for (double value : values) sink(value, 1.0);
         });
-        const group_scale scale = center_and_divisor(stats, lonely, lonely ? group_extras{} : extras_of(members, values, stats, scratch.sorted));
+        const group_scale scale = center_and_divisor(
+            stats, lonely, lonely ? group_extras{} : extras_of(members, values, stats, scratch.sorted));
         for (index_type k = 0; k < count; ++k) out_[members[k]] = advantage(members[k], values[k], scale);
     }
 
@@ -339,7 +378,8 @@ private:
                 count[group_of[i]] += 1.0;
                 sum[group_of[i]] += static_cast<double>(in_.rewards[i]);
             }
-        for (std::size_t g = 0; g < groups_count; ++g) sum[g] = count[g] > 0 ? sum[g] / count[g] : 0.0;  // the first-pass mean
+        for (std::size_t g = 0; g < groups_count; ++g)
+            sum[g] = count[g] > 0 ? sum[g] / count[g] : 0.0;  // the first-pass mean
         for (index_type i = 0; i < n_; ++i)
             if (is_valid(i)) {
                 const double deviation = static_cast<double>(in_.rewards[i]) - sum[group_of[i]];
@@ -386,7 +426,8 @@ private:
         } else if constexpr (std::is_same_v<T, float> && std::is_same_v<O, float>) {
             return write_scaled_float(x, y, size, group_mean, denominator, reciprocal);
         } else {
-            for (index_type j = 0; j < full; j += W) core::store_from_double(y + j, (core::load_as_double(x + j) - mean) * scale);
+            for (index_type j = 0; j < full; j += W)
+                core::store_from_double(y + j, (core::load_as_double(x + j) - mean) * scale);
         }
         for (index_type j = full; j < size; ++j) y[j] = finish((static_cast<double>(x[j]) - group_mean) / denominator);
     }
@@ -394,15 +435,18 @@ private:
     // Float lanes, twice as many per instruction, with the mean in two parts so that r − μ keeps its
     // accuracy at any offset: r − μ_high is exact for r near μ (Sterbenz), and μ_low carries what μ_high
     // dropped. A few float roundings of the quotient (the header's bound).
-    void write_scaled_float(const float* x, float* y, index_type size, double group_mean, double denominator, double reciprocal) const {
+    void write_scaled_float(const float* x, float* y, index_type size, double group_mean, double denominator,
+                            double reciprocal) const {
         using F = core::batch<float>;
         constexpr index_type FW = core::width<float>;
         const auto mean_high = static_cast<float>(group_mean);
         const F high_part(mean_high), low_part(static_cast<float>(group_mean - static_cast<double>(mean_high)));
         const F float_scale(static_cast<float>(reciprocal));
         const index_type float_full = size - size % FW;
-        for (index_type j = 0; j < float_full; j += FW) (((F::load_unaligned(x + j) - high_part) - low_part) * float_scale).store_unaligned(y + j);
-        for (index_type j = float_full; j < size; ++j) y[j] = finish((static_cast<double>(x[j]) - group_mean) / denominator);
+        for (index_type j = 0; j < float_full; j += FW)
+            (((F::load_unaligned(x + j) - high_part) - low_part) * float_scale).store_unaligned(y + j);
+        for (index_type j = float_full; j < size; ++j)
+            y[j] = finish((static_cast<double>(x[j]) - group_mean) / denominator);
     }
 
     // A contiguous group from its moments, or a non-finite group (NaN or ±inf inside) by the general path.
@@ -416,19 +460,24 @@ private:
     // Sixteen contiguous float groups at once: D(v) and 1/D(v) lane by lane, with v = M2·(1/(n − ddof)).
     void sixteen_groups(index_type first, group_scratch& scratch) {
         core::sixteen_moments stats;
-        core::sixteen_group_moments(reinterpret_cast<const float*>(in_.rewards.data) + first * layout_->size, layout_->size, stats);
+        core::sixteen_group_moments(reinterpret_cast<const float*>(in_.rewards.data) + first * layout_->size,
+                                    layout_->size, stats);
         alignas(64) double denominator[16], reciprocal[16];
         using B = core::batch<double>;
         constexpr index_type W = core::width<double>;
         const B inverse_dof(1.0 / static_cast<double>(layout_->size - options_.ddof)), one(1.0);
         for (index_type lane = 0; lane < 16; lane += W) {
-            const B d = scaled_ ? divisor(B::load_aligned(stats.m2 + lane) * inverse_dof, options_.eps, options_.placement) : one;
+            const B d = scaled_
+                            ? divisor(B::load_aligned(stats.m2 + lane) * inverse_dof, options_.eps, options_.placement)
+                            : one;
             d.store_aligned(denominator + lane);
             (one / d).store_aligned(reciprocal + lane);
         }
         for (index_type k = 0; k < 16; ++k) {
-            if (std::isnan(stats.mean[k])) general_group(first + k, scratch);
-            else write_scaled(first + k, stats.mean[k], denominator[k], reciprocal[k]);
+            if (std::isnan(stats.mean[k]))
+                general_group(first + k, scratch);
+            else
+                write_scaled(first + k, stats.mean[k], denominator[k], reciprocal[k]);
         }
     }
 
@@ -436,35 +485,41 @@ private:
     // depend on how the blocks are split among threads.
     void walk_groups() {
         // The common case (GRPO / Dr. GRPO on contiguous groups, nothing masked): one SIMD sweep per group.
-        const bool fast = layout_->size >= 2 && in_.valid.empty() && tokens_.empty() && options_.center == center_mode::group_mean &&
+        const bool fast = layout_->size >= 2 && in_.valid.empty() && tokens_.empty() &&
+                          options_.center == center_mode::group_mean &&
                           (options_.scale == scale_mode::group_std || options_.scale == scale_mode::none);
         constexpr index_type block = 16;
         const index_type count = layout_->count, blocks = (count + block - 1) / block;
-        core::parallel_for(scatter_ ? 0 : fast ? blocks : count, options_.threads, [&](index_type begin, index_type end) {
-            group_scratch scratch;
-            if (!fast) {
-                for (index_type g = begin; g < end; ++g) general_group(g, scratch);
-                return;
-            }
-            for (index_type b = begin; b < end; ++b) {
-                const index_type first = b * block, last = std::min(first + block, count);
-                if constexpr (std::is_same_v<T, float> && core::has_sixteen_group_moments) {
-                    if (last - first == block && layout_->size <= (index_type(1) << 26)) {
-                        sixteen_groups(first, scratch);
-                        continue;
-                    }
-                }
-                for (index_type g = first; g < last; ++g) contiguous_group(g, scratch);
-            }
-        });
+        core::parallel_for(scatter_ ? 0
+                           : fast   ? blocks
+                                    : count,
+                           options_.threads, [&](index_type begin, index_type end) {
+                               group_scratch scratch;
+                               if (!fast) {
+                                   for (index_type g = begin; g < end; ++g) general_group(g, scratch);
+                                   return;
+                               }
+                               for (index_type b = begin; b < end; ++b) {
+                                   const index_type first = b * block, last = std::min(first + block, count);
+                                   if constexpr (std::is_same_v<T, float> && core::has_sixteen_group_moments) {
+                                       if (last - first == block && layout_->size <= (index_type(1) << 26)) {
+                                           sixteen_groups(first, scratch);
+                                           continue;
+                                       }
+                                   }
+                                   for (index_type g = first; g < last; ++g) contiguous_group(g, scratch);
+                               }
+                           });
     }
 
     void report() const {
         if (const index_type i = bad_reward_.load(); i >= 0)
             core::fail("rewards[", i, "] is ", in_.rewards[i], " (",
-                       std::isnan(static_cast<double>(in_.rewards[i])) ? "NaN under nan_policy::error" : "infinite", ")");
+                       std::isnan(static_cast<double>(in_.rewards[i])) ? "NaN under nan_policy::error" : "infinite",
+                       ")");
         if (const index_type g = lonely_group_.load(); g >= 0)
-            core::fail("groups: group ", layout_->label(g), " has one valid sample, and singleton_policy::error forbids groups of one");
+            core::fail("groups: group ", layout_->label(g),
+                       " has one valid sample, and singleton_policy::error forbids groups of one");
     }
 
     void whiten() {
@@ -477,7 +532,9 @@ private:
         });
         const double denominator = divisor(whitened.variance(whiten.ddof), whiten.eps, whiten.placement);
         for (index_type i = 0; i < n_; ++i)
-            out_[i] = is_valid(i) && whitened.count > 0 ? static_cast<O>((static_cast<double>(out_[i]) - whitened.mean) / denominator) : O(0);
+            out_[i] = is_valid(i) && whitened.count > 0
+                          ? static_cast<O>((static_cast<double>(out_[i]) - whitened.mean) / denominator)
+                          : O(0);
     }
 
     const reward_inputs<T>& in_;

@@ -22,14 +22,14 @@ inline group_normalize_options gdpo_column_options(const gdpo_options& options) 
 }
 
 template <class T, class O>
-void gdpo(matrix_view<const T> columns, const groups& grouping, vector_view<const std::int64_t> lengths, matrix_view<const std::uint8_t> token_mask,
-          vector_view<O> out, const gdpo_options& options) {
+void gdpo(matrix_view<const T> columns, const groups& grouping, vector_view<const std::int64_t> lengths,
+          matrix_view<const std::uint8_t> token_mask, vector_view<O> out, const gdpo_options& options) {
     core::require_data("reward_columns", columns);
     const index_type n = columns.rows, K = columns.cols;
     const auto& weights = options.weights;
     core::require(out.size == n, "output has length ", out.size, " but reward_columns has ", n, " rows");
-    core::require(weights.empty() || static_cast<index_type>(weights.size()) == K, "weights has length ", weights.size(), " but reward_columns has ",
-                  K, " columns");
+    core::require(weights.empty() || static_cast<index_type>(weights.size()) == K, "weights has length ",
+                  weights.size(), " but reward_columns has ", K, " columns");
     core::require(K >= 1 || n == 0, "reward_columns has no column");
     const bool trl = options.flavour == gdpo_flavour::trl;
     const group_normalize_options per_column = gdpo_column_options(options);
@@ -76,15 +76,18 @@ std::vector<double> sa_mrpo_weights(matrix_view<const T> columns, const sa_mrpo_
     const auto& weights = options.weights;
     const auto& lower = options.lower;
     const auto& upper = options.upper;
-    core::require(weights.empty() || static_cast<index_type>(weights.size()) == K, "weights has length ", weights.size(), " but reward_columns has ",
-                  K, " columns");
-    core::require(static_cast<index_type>(lower.size()) == K && static_cast<index_type>(upper.size()) == K, "lower and upper bounds have lengths ",
-                  lower.size(), " and ", upper.size(), " but reward_columns has ", K, " columns");
-    core::require(std::isfinite(options.gamma) && options.gamma >= 0, "gamma must be finite and ≥ 0, got ", options.gamma);
+    core::require(weights.empty() || static_cast<index_type>(weights.size()) == K, "weights has length ",
+                  weights.size(), " but reward_columns has ", K, " columns");
+    core::require(static_cast<index_type>(lower.size()) == K && static_cast<index_type>(upper.size()) == K,
+                  "lower and upper bounds have lengths ", lower.size(), " and ", upper.size(),
+                  " but reward_columns has ", K, " columns");
+    core::require(std::isfinite(options.gamma) && options.gamma >= 0, "gamma must be finite and ≥ 0, got ",
+                  options.gamma);
     std::vector<double> adjusted(static_cast<std::size_t>(K));
     for (index_type k = 0; k < K; ++k) {
         const auto slot = static_cast<std::size_t>(k);
-        core::require(upper[slot] > lower[slot], "upper[", k, "] = ", upper[slot], " must exceed lower[", k, "] = ", lower[slot]);
+        core::require(upper[slot] > lower[slot], "upper[", k, "] = ", upper[slot], " must exceed lower[", k,
+                      "] = ", lower[slot]);
         double sum = 0;
         index_type count = 0;
         for (index_type i = 0; i < n; ++i) {

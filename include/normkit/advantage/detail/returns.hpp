@@ -17,12 +17,13 @@ void require_token_shapes(matrix_view<const T> token_rewards, matrix_view<const 
 }
 
 template <class T>
-void reinforce_pp(matrix_view<const T> token_rewards, matrix_view<const T> mask, matrix_view<T> advantages, matrix_view<T> returns,
-                  const reinforce_pp_options& options) {
+void reinforce_pp(matrix_view<const T> token_rewards, matrix_view<const T> mask, matrix_view<T> advantages,
+                  matrix_view<T> returns, const reinforce_pp_options& options) {
     require_token_shapes(token_rewards, mask, advantages);
     if (!returns.empty()) core::require_same_shape("returns", returns, "token_rewards", token_rewards);
     credit::detail::require_discount("gamma", options.gamma);
-    core::require(options.whiten.mode != whiten_mode::sample_weighted, "reinforce_pp whitens over tokens or not at all");
+    core::require(options.whiten.mode != whiten_mode::sample_weighted,
+                  "reinforce_pp whitens over tokens or not at all");
     require_whiten(options.whiten);
     const index_type rows = token_rewards.rows, cols = token_rewards.cols;
     const auto inside = [&](index_type i, index_type t) { return mask(i, t) != T(0); };
@@ -46,20 +47,23 @@ void reinforce_pp(matrix_view<const T> token_rewards, matrix_view<const T> mask,
             for (index_type t = 0; t < cols; ++t)
                 if (inside(i, t)) sink(static_cast<double>(advantages(i, t)), 1.0);
     });
-    const double denominator = divisor(stats.variance(options.whiten.ddof), options.whiten.eps, options.whiten.placement);
+    const double denominator =
+        divisor(stats.variance(options.whiten.ddof), options.whiten.eps, options.whiten.placement);
     for (index_type i = 0; i < rows; ++i)
         for (index_type t = 0; t < cols; ++t)
-            advantages(i, t) = inside(i, t) ? static_cast<T>((static_cast<double>(advantages(i, t)) - stats.mean) / denominator) : T(0);
+            advantages(i, t) = inside(i, t)
+                                   ? static_cast<T>((static_cast<double>(advantages(i, t)) - stats.mean) / denominator)
+                                   : T(0);
 }
 
 // ReMax's G_t = Σ_{s≥t} r_s·m_s is the recursion with γ = 1; only the baseline term is masked.
 template <class T>
-void remax(matrix_view<const T> token_rewards, matrix_view<const T> mask, vector_view<const T> baselines, matrix_view<T> advantages,
-           matrix_view<T> returns) {
+void remax(matrix_view<const T> token_rewards, matrix_view<const T> mask, vector_view<const T> baselines,
+           matrix_view<T> advantages, matrix_view<T> returns) {
     require_token_shapes(token_rewards, mask, advantages);
     if (!returns.empty()) core::require_same_shape("returns", returns, "token_rewards", token_rewards);
-    core::require(baselines.size == token_rewards.rows, "baselines has length ", baselines.size, " but token_rewards has ", token_rewards.rows,
-                  " rows");
+    core::require(baselines.size == token_rewards.rows, "baselines has length ", baselines.size,
+                  " but token_rewards has ", token_rewards.rows, " rows");
     for (index_type i = 0; i < token_rewards.rows; ++i) {
         const double b = static_cast<double>(baselines[i]);
         credit::detail::masked_discounted_sum(

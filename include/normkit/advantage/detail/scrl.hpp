@@ -22,7 +22,8 @@ void scrl(matrix_view<const T> rewards, const groups& grouping, matrix_view<O> o
         bool solved_so_far = true;
         for (index_type j = 0; j < K; ++j) {
             const double value = static_cast<double>(rewards(i, j));
-            core::require(value == 0 || value == 1, "subproblem_rewards[", i, "][", j, "] = ", value, " is not binary (0 or 1)");
+            core::require(value == 0 || value == 1, "subproblem_rewards[", i, "][", j, "] = ", value,
+                          " is not binary (0 or 1)");
             solved_so_far = solved_so_far && value == 1;
             if (solved_so_far) k = j + 1;
         }
@@ -33,10 +34,12 @@ void scrl(matrix_view<const T> rewards, const groups& grouping, matrix_view<O> o
         const index_type size = layout.members(g);
         if (size == 0) continue;
         for (index_type j = 0; j < K; ++j) {
-            const auto stats = core::two_pass_moments([&](auto&& sink) { layout.for_members(g, [&](index_type i) { sink(corrected(i, j), 1.0); }); });
+            const auto stats = core::two_pass_moments(
+                [&](auto&& sink) { layout.for_members(g, [&](index_type i) { sink(corrected(i, j), 1.0); }); });
             const double deviation = stats.standard_deviation(0);
             layout.for_members(g, [&](index_type i) {
-                out(i, j) = deviation > 0 ? static_cast<O>((corrected(i, j) - stats.mean) / (deviation + options.eps)) : O(0);
+                out(i, j) =
+                    deviation > 0 ? static_cast<O>((corrected(i, j) - stats.mean) / (deviation + options.eps)) : O(0);
             });
         }
     }

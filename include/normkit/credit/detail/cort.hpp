@@ -14,7 +14,8 @@ inline double cort_map(double contrast, const cort_options& options) {
     const double x = contrast / options.temperature;
     const double low = options.min_weight, high = options.max_weight;
     switch (options.mapping) {
-        case cort_mapping::clipped_exp: return std::clamp(std::exp(x), low, high);
+        case cort_mapping::clipped_exp:
+            return std::clamp(std::exp(x), low, high);
         case cort_mapping::scaled_sigmoid: {
             const double sigmoid = x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x));
             return std::clamp(low + (high - low) * sigmoid, low, high);
@@ -68,8 +69,9 @@ inline index_type cort_normalize(std::vector<double>& w, double low, double high
 }
 
 template <class T>
-index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const T> log_prob_free, matrix_view<const T> mask,
-                        vector_view<const T> advantages, matrix_view<T> weights, matrix_view<T> token_advantages, const cort_options& options) {
+index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const T> log_prob_free,
+                        matrix_view<const T> mask, vector_view<const T> advantages, matrix_view<T> weights,
+                        matrix_view<T> token_advantages, const cort_options& options) {
     core::require_data("mask", mask);
     require_token_matrix("log_prob_rubric", log_prob_rubric, "mask", mask);
     require_token_matrix("log_prob_free", log_prob_free, "mask", mask);
@@ -79,15 +81,17 @@ index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const 
         require_per_sample("advantages", advantages, mask.rows);
     }
     const double low = options.min_weight, high = options.max_weight;
-    core::require(std::isfinite(options.temperature) && options.temperature > 0, "temperature must be positive and finite, got ",
-                  options.temperature);
+    core::require(std::isfinite(options.temperature) && options.temperature > 0,
+                  "temperature must be positive and finite, got ", options.temperature);
     core::require(std::isfinite(low) && low > 0, "min_weight must be positive and finite, got ", low);
     core::require(std::isfinite(high) && low <= high, "min_weight ", low, " must not exceed max_weight ", high);
     core::require(!(options.normalize || options.mapping == cort_mapping::tanh) || (low <= 1 && 1 <= high),
-                  "min_weight ", low, " and max_weight ", high, " must bracket 1 for the mean-1 normalization and the tanh mapping");
+                  "min_weight ", low, " and max_weight ", high,
+                  " must bracket 1 for the mean-1 normalization and the tanh mapping");
     core::require(std::isfinite(options.step) && std::isfinite(options.ramp_start) && std::isfinite(options.ramp_end) &&
                       options.ramp_end >= options.ramp_start,
-                  "ramp_end ", options.ramp_end, " must not precede ramp_start ", options.ramp_start, " (step ", options.step, ")");
+                  "ramp_end ", options.ramp_end, " must not precede ramp_start ", options.ramp_start, " (step ",
+                  options.step, ")");
     const double ramp = smoothstep_ramp(options.step, options.ramp_start, options.ramp_end);
     index_type max_rounds = 0;
     std::vector<double> w;
@@ -97,9 +101,10 @@ index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const 
         positions.clear();
         for (index_type t = 0; t < mask.cols; ++t) {
             if (!is_valid(mask(i, t))) continue;
-            const double contrast =
-                static_cast<double>(core::to_compute(log_prob_rubric(i, t))) - static_cast<double>(core::to_compute(log_prob_free(i, t)));
-            core::require(!std::isnan(contrast), "the contrast log_prob_rubric - log_prob_free is NaN at valid token (", i, ", ", t, ")");
+            const double contrast = static_cast<double>(core::to_compute(log_prob_rubric(i, t))) -
+                                    static_cast<double>(core::to_compute(log_prob_free(i, t)));
+            core::require(!std::isnan(contrast), "the contrast log_prob_rubric - log_prob_free is NaN at valid token (",
+                          i, ", ", t, ")");
             w.push_back(cort_map(contrast, options));
             positions.push_back(t);
         }
@@ -111,9 +116,11 @@ index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const 
             for (index_type t = 0; t < mask.cols; ++t) token_advantages(i, t) = core::from_compute<T>(0);
         for (std::size_t k = 0; k < w.size(); ++k) {
             const double effective = 1.0 + ramp * (w[k] - 1.0);
-            if (!weights.empty()) weights(i, positions[k]) = core::from_compute<T>(static_cast<core::compute_t<T>>(effective));
+            if (!weights.empty())
+                weights(i, positions[k]) = core::from_compute<T>(static_cast<core::compute_t<T>>(effective));
             if (!token_advantages.empty())
-                token_advantages(i, positions[k]) = core::from_compute<T>(static_cast<core::compute_t<T>>(effective * advantage));
+                token_advantages(i, positions[k]) =
+                    core::from_compute<T>(static_cast<core::compute_t<T>>(effective * advantage));
         }
     }
     return max_rounds;

@@ -42,7 +42,8 @@ void top_entropy_mask(matrix_view<const T> entropy, matrix_view<const T> mask, d
 }
 
 template <class T>
-void hapo_entropy_signal(matrix_view<const T> entropy, matrix_view<const T> mask, matrix_view<T> signal, const hapo_entropy_options& options) {
+void hapo_entropy_signal(matrix_view<const T> entropy, matrix_view<const T> mask, matrix_view<T> signal,
+                         const hapo_entropy_options& options) {
     core::require_data("mask", mask);
     require_token_matrix("entropy", entropy, "mask", mask);
     require_token_matrix("signal", signal, "mask", mask);
@@ -58,7 +59,8 @@ void hapo_entropy_signal(matrix_view<const T> entropy, matrix_view<const T> mask
     if (!values.empty()) {
         std::vector<double> sorted = values;
         std::sort(sorted.begin(), sorted.end());
-        const auto index = static_cast<std::size_t>(std::nearbyint(options.pivot * static_cast<double>(sorted.size() - 1)));
+        const auto index =
+            static_cast<std::size_t>(std::nearbyint(options.pivot * static_cast<double>(sorted.size() - 1)));
         quantile = sorted[index];
         double squares = 0;
         for (double v : values) squares += (v - quantile) * (v - quantile);
@@ -74,21 +76,24 @@ void hapo_entropy_signal(matrix_view<const T> entropy, matrix_view<const T> mask
             double value = 0;
             if (is_valid(mask(i, t))) {
                 const double h = (log_entropy(i, t) - quantile) / spread;
-                if (h > 0) value = h / largest;
-                else if (h < 0) value = options.sign == hapo_sign::paper_range ? h / -smallest : h / smallest;
+                if (h > 0)
+                    value = h / largest;
+                else if (h < 0)
+                    value = options.sign == hapo_sign::paper_range ? h / -smallest : h / smallest;
             }
             signal(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(value));
         }
 }
 
 template <class T>
-void hapo_token_advantages(vector_view<const T> scores, const groups& grouping, matrix_view<const T> mask, matrix_view<T> output,
-                           const hapo_advantage_options& options) {
+void hapo_token_advantages(vector_view<const T> scores, const groups& grouping, matrix_view<const T> mask,
+                           matrix_view<T> output, const hapo_advantage_options& options) {
     core::require_data("mask", mask);
     require_token_matrix("output", output, "mask", mask);
     require_per_sample("scores", scores, mask.rows);
     const auto groups = group_members(grouping, mask.rows);
-    core::require(options.eps >= 0 && std::isfinite(options.eps), "eps must be non-negative and finite, got ", options.eps);
+    core::require(options.eps >= 0 && std::isfinite(options.eps), "eps must be non-negative and finite, got ",
+                  options.eps);
     std::vector<double> advantage(static_cast<std::size_t>(mask.rows), 0.0);
     std::vector<index_type> length(static_cast<std::size_t>(mask.rows), 0);
     for (index_type i = 0; i < mask.rows; ++i)
@@ -97,7 +102,8 @@ void hapo_token_advantages(vector_view<const T> scores, const groups& grouping, 
     for (const auto& members : groups) {
         std::vector<double> token_values;
         for (index_type i : members)
-            token_values.insert(token_values.end(), static_cast<std::size_t>(length[static_cast<std::size_t>(i)]), score(i));
+            token_values.insert(token_values.end(), static_cast<std::size_t>(length[static_cast<std::size_t>(i)]),
+                                score(i));
         if (token_values.empty()) continue;
         const location_scale stats = standardize(token_values, 0, options.eps, options.normalize_by_std);
         bool fallback = false;
@@ -109,7 +115,8 @@ void hapo_token_advantages(vector_view<const T> scores, const groups& grouping, 
         if (!fallback) continue;
         // verl grpo: a group of one keeps its raw score (μ = 0, σ = 1).
         if (members.size() == 1) {
-            advantage[static_cast<std::size_t>(members[0])] = options.normalize_by_std ? score(members[0]) / (1.0 + options.eps) : score(members[0]);
+            advantage[static_cast<std::size_t>(members[0])] =
+                options.normalize_by_std ? score(members[0]) / (1.0 + options.eps) : score(members[0]);
             continue;
         }
         std::vector<double> group_scores;
@@ -124,25 +131,29 @@ void hapo_token_advantages(vector_view<const T> scores, const groups& grouping, 
 }
 
 template <class T>
-void hapo_clip_ranges(matrix_view<const T> signal, matrix_view<T> low, matrix_view<T> high, const hapo_clip_options& options) {
+void hapo_clip_ranges(matrix_view<const T> signal, matrix_view<T> low, matrix_view<T> high,
+                      const hapo_clip_options& options) {
     const double clip_low = options.clip_low, clip_high = options.clip_high, alpha = options.alpha;
     core::require_data("signal", signal);
     require_token_matrix("clip_low_out", low, "signal", signal);
     require_token_matrix("clip_high_out", high, "signal", signal);
-    core::require(clip_low >= 0 && clip_high >= 0 && std::isfinite(clip_low) && std::isfinite(clip_high), "clip_low ", clip_low,
-                  " and clip_high ", clip_high, " must be non-negative and finite");
+    core::require(clip_low >= 0 && clip_high >= 0 && std::isfinite(clip_low) && std::isfinite(clip_high), "clip_low ",
+                  clip_low, " and clip_high ", clip_high, " must be non-negative and finite");
     core::require(std::isfinite(alpha), "alpha must be finite, got ", alpha);
     for (index_type i = 0; i < signal.rows; ++i)
         for (index_type t = 0; t < signal.cols; ++t) {
             const double h = static_cast<double>(core::to_compute(signal(i, t)));
-            low(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(h <= 0 ? clip_low * (1.0 - h * alpha) : clip_low));
-            high(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(h > 0 ? clip_high * (1.0 + h * alpha) : clip_high));
+            low(i, t) = core::from_compute<T>(
+                static_cast<core::compute_t<T>>(h <= 0 ? clip_low * (1.0 - h * alpha) : clip_low));
+            high(i, t) = core::from_compute<T>(
+                static_cast<core::compute_t<T>>(h > 0 ? clip_high * (1.0 + h * alpha) : clip_high));
         }
 }
 
 template <class T>
-void hapo_redistribute(matrix_view<const T> advantages, matrix_view<const T> signal, matrix_view<const T> ratio, matrix_view<const T> clip_low,
-                       matrix_view<const T> clip_high, matrix_view<const T> mask, matrix_view<T> output, double beta) {
+void hapo_redistribute(matrix_view<const T> advantages, matrix_view<const T> signal, matrix_view<const T> ratio,
+                       matrix_view<const T> clip_low, matrix_view<const T> clip_high, matrix_view<const T> mask,
+                       matrix_view<T> output, double beta) {
     core::require_data("mask", mask);
     require_token_matrix("advantages", advantages, "mask", mask);
     require_token_matrix("signal", signal, "mask", mask);
@@ -151,7 +162,9 @@ void hapo_redistribute(matrix_view<const T> advantages, matrix_view<const T> sig
     require_token_matrix("clip_high", clip_high, "mask", mask);
     require_token_matrix("output", output, "mask", mask);
     core::require(std::isfinite(beta), "beta must be finite, got ", beta);
-    const auto get = [](const matrix_view<const T>& x, index_type i, index_type t) { return static_cast<double>(core::to_compute(x(i, t))); };
+    const auto get = [](const matrix_view<const T>& x, index_type i, index_type t) {
+        return static_cast<double>(core::to_compute(x(i, t)));
+    };
     for (index_type i = 0; i < mask.rows; ++i)
         for (index_type t = 0; t < mask.cols; ++t) {
             double value = 0;

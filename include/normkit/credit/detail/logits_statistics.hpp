@@ -54,8 +54,9 @@ inline void move_to_maximum(half_sums<C>& sums, C new_max) {
 
 // Adds one batch of logits z to the sums (d = z·s − M, floored) and to the lane maximum of z.
 template <class C>
-[[gnu::always_inline]] inline void accumulate(const core::batch<C>& z, const core::batch<C>& scale, const core::batch<C>& minus_max,
-                                              core::batch<C>& largest, core::batch<C>& s0, core::batch<C>& s1, core::batch<C>& s2) {
+[[gnu::always_inline]] inline void accumulate(const core::batch<C>& z, const core::batch<C>& scale,
+                                              const core::batch<C>& minus_max, core::batch<C>& largest,
+                                              core::batch<C>& s0, core::batch<C>& s1, core::batch<C>& s2) {
     largest = core::maximum(largest, z);
     const auto d = core::maximum(xsimd::fma(z, scale, minus_max), core::batch<C>(exp_floor<C>));
     const auto e = core::exp_of_difference(d);
@@ -69,14 +70,16 @@ template <class T>
 inline core::batch<core::compute_t<T>> load_logits(const T* p, index_type count) {
     using C = core::compute_t<T>;
     auto z = core::load(p, count);
-    if (count < core::width<C>) z = xsimd::select(core::lanes_below<C>(count), z, core::batch<C>(-std::numeric_limits<C>::infinity()));
+    if (count < core::width<C>)
+        z = xsimd::select(core::lanes_below<C>(count), z, core::batch<C>(-std::numeric_limits<C>::infinity()));
     return z;
 }
 
 // Two batches of logits from p; for bf16 the even and the odd elements of one load (the sums
 // do not depend on the order of their terms).
 template <class T>
-[[gnu::always_inline]] inline void load_two(const T* p, core::batch<core::compute_t<T>>& first, core::batch<core::compute_t<T>>& second) {
+[[gnu::always_inline]] inline void load_two(const T* p, core::batch<core::compute_t<T>>& first,
+                                            core::batch<core::compute_t<T>>& second) {
     using C = core::compute_t<T>;
     if constexpr (std::is_same_v<T, Eigen::bfloat16> && std::is_same_v<C, float>) {
         core::detail::widen_bfloat16_pairs(reinterpret_cast<const std::uint16_t*>(p), first, second);
@@ -95,12 +98,14 @@ template <class T>
 
 // Sums `length` logits from p into one half; returns the lane maximum of its z.
 template <class T>
-core::batch<core::compute_t<T>> sum_chunk(half_sums<core::compute_t<T>>& sums, const T* p, index_type length, const core::batch<core::compute_t<T>>& scale) {
+core::batch<core::compute_t<T>> sum_chunk(half_sums<core::compute_t<T>>& sums, const T* p, index_type length,
+                                          const core::batch<core::compute_t<T>>& scale) {
     using C = core::compute_t<T>;
     constexpr index_type lanes = core::width<C>;
     const core::batch<C> minus_max(-sums.max);
     core::batch<C> largest(-std::numeric_limits<C>::infinity()), s0 = sums.s0, s1 = sums.s1, s2 = sums.s2;
-    for (index_type i = 0; i < length; i += lanes) accumulate(load_logits(p + i, std::min(lanes, length - i)), scale, minus_max, largest, s0, s1, s2);
+    for (index_type i = 0; i < length; i += lanes)
+        accumulate(load_logits(p + i, std::min(lanes, length - i)), scale, minus_max, largest, s0, s1, s2);
     sums.s0 = s0;
     sums.s1 = s1;
     sums.s2 = s2;
@@ -110,8 +115,9 @@ core::batch<core::compute_t<T>> sum_chunk(half_sums<core::compute_t<T>>& sums, c
 // Sums `length` (a multiple of two batches) logits from p into a and from q into b, one batch
 // of each in turn, so the two halves are read from memory at the same time.
 template <class T>
-void sum_two_halves(half_sums<core::compute_t<T>>& a, const T* p, half_sums<core::compute_t<T>>& b, const T* q, index_type length,
-                    const core::batch<core::compute_t<T>>& scale, core::batch<core::compute_t<T>>& largest_a, core::batch<core::compute_t<T>>& largest_b) {
+void sum_two_halves(half_sums<core::compute_t<T>>& a, const T* p, half_sums<core::compute_t<T>>& b, const T* q,
+                    index_type length, const core::batch<core::compute_t<T>>& scale,
+                    core::batch<core::compute_t<T>>& largest_a, core::batch<core::compute_t<T>>& largest_b) {
     using C = core::compute_t<T>;
     constexpr index_type step = 2 * core::width<C>;
     const core::batch<C> minus_a(-a.max), minus_b(-b.max);
@@ -139,12 +145,14 @@ void sum_two_halves(half_sums<core::compute_t<T>>& a, const T* p, half_sums<core
 
 // Before a half's first chunk: M = that chunk's maximum (false if it is all −inf: nothing to sum yet).
 template <class T>
-bool start_half(half_sums<core::compute_t<T>>& sums, const T* p, index_type length, core::compute_t<T> inverse_temperature) {
+bool start_half(half_sums<core::compute_t<T>>& sums, const T* p, index_type length,
+                core::compute_t<T> inverse_temperature) {
     using C = core::compute_t<T>;
     constexpr index_type lanes = core::width<C>;
     if (sums.started) return true;
     core::batch<C> largest(-std::numeric_limits<C>::infinity());
-    for (index_type i = 0; i < length; i += lanes) largest = core::maximum(largest, load_logits(p + i, std::min(lanes, length - i)));
+    for (index_type i = 0; i < length; i += lanes)
+        largest = core::maximum(largest, load_logits(p + i, std::min(lanes, length - i)));
     const C m = core::horizontal_max(largest);
     if (m == -std::numeric_limits<C>::infinity()) return false;
     sums.max = m * inverse_temperature;  // max(z·s) = s·max(z) for s > 0
@@ -155,8 +163,9 @@ bool start_half(half_sums<core::compute_t<T>>& sums, const T* p, index_type leng
 // After a chunk summed against the old M: move to its maximum, or (beyond rescale_limit) sum it
 // again from `before`, against its own maximum.
 template <class T>
-void settle_chunk(half_sums<core::compute_t<T>>& sums, const half_sums<core::compute_t<T>>& before, const core::batch<core::compute_t<T>>& largest,
-                  const T* p, index_type length, core::compute_t<T> inverse_temperature) {
+void settle_chunk(half_sums<core::compute_t<T>>& sums, const half_sums<core::compute_t<T>>& before,
+                  const core::batch<core::compute_t<T>>& largest, const T* p, index_type length,
+                  core::compute_t<T> inverse_temperature) {
     using C = core::compute_t<T>;
     const C chunk_max = core::horizontal_max(largest) * inverse_temperature;
     if (!(chunk_max > sums.max)) return;
@@ -170,7 +179,8 @@ void settle_chunk(half_sums<core::compute_t<T>>& sums, const half_sums<core::com
 }
 
 template <class T>
-row_statistics<core::compute_t<T>> logits_row_statistics(const T* z, index_type n, core::compute_t<T> inverse_temperature) {
+row_statistics<core::compute_t<T>> logits_row_statistics(const T* z, index_type n,
+                                                         core::compute_t<T> inverse_temperature) {
     using C = core::compute_t<T>;
     using core::batch;
     constexpr index_type step = 2 * core::width<C>;
@@ -218,15 +228,17 @@ row_statistics<core::compute_t<T>> logits_row_statistics(const T* z, index_type 
 }
 
 template <class T>
-void require_logits(const matrix_view<const T>& logits, const vector_view<const index_type>& tokens, bool need_tokens, double temperature) {
+void require_logits(const matrix_view<const T>& logits, const vector_view<const index_type>& tokens, bool need_tokens,
+                    double temperature) {
     core::require_data("logits", logits);
-    core::require(std::isfinite(temperature) && temperature > 0, "temperature must be positive and finite, got ", temperature);
+    core::require(std::isfinite(temperature) && temperature > 0, "temperature must be positive and finite, got ",
+                  temperature);
     if (!need_tokens) return;
-    core::require(tokens.size == logits.rows, "tokens has length ", tokens.size, " but logits has ", logits.rows, " rows (",
-                  logits.rows, "x", logits.cols, ")");
+    core::require(tokens.size == logits.rows, "tokens has length ", tokens.size, " but logits has ", logits.rows,
+                  " rows (", logits.rows, "x", logits.cols, ")");
     for (index_type row = 0; row < logits.rows; ++row)
-        core::require(tokens[row] >= 0 && tokens[row] < logits.cols, "tokens[", row, "] = ", tokens[row], " is outside the vocabulary [0, ",
-                      logits.cols, ")");
+        core::require(tokens[row] >= 0 && tokens[row] < logits.cols, "tokens[", row, "] = ", tokens[row],
+                      " is outside the vocabulary [0, ", logits.cols, ")");
 }
 
 inline void require_finite_rows(const std::vector<char>& empty_rows, index_type cols) {
@@ -235,9 +247,10 @@ inline void require_finite_rows(const std::vector<char>& empty_rows, index_type 
 }
 
 template <class T>
-void logits_statistics(matrix_view<const T> logits, vector_view<const index_type> tokens, vector_view<statistic_t<T>> token_log_probability,
-                       vector_view<statistic_t<T>> entropy, vector_view<statistic_t<T>> sum_probability_squared,
-                       vector_view<statistic_t<T>> logsumexp, const logits_options& options) {
+void logits_statistics(matrix_view<const T> logits, vector_view<const index_type> tokens,
+                       vector_view<statistic_t<T>> token_log_probability, vector_view<statistic_t<T>> entropy,
+                       vector_view<statistic_t<T>> sum_probability_squared, vector_view<statistic_t<T>> logsumexp,
+                       const logits_options& options) {
     using C = core::compute_t<T>;
     require_logits(logits, tokens, !token_log_probability.empty(), options.temperature);
     core::require_per_row("logsumexp", logsumexp, logits.rows);
@@ -267,11 +280,13 @@ void logits_statistics(matrix_view<const T> logits, vector_view<const index_type
 }
 
 template <class T, class G>
-void logits_backward(vector_view<const statistic_t<T>> output_gradient, matrix_view<const T> logits, vector_view<const index_type> tokens,
-                     matrix_view<G> logits_gradient, vector_view<const statistic_t<T>> logsumexp, const logits_options& options) {
+void logits_backward(vector_view<const statistic_t<T>> output_gradient, matrix_view<const T> logits,
+                     vector_view<const index_type> tokens, matrix_view<G> logits_gradient,
+                     vector_view<const statistic_t<T>> logsumexp, const logits_options& options) {
     using C = core::compute_t<T>;
     using core::batch;
-    static_assert(std::is_same_v<C, core::compute_t<G>>, "logits_backward: the gradient must share the logits' compute type");
+    static_assert(std::is_same_v<C, core::compute_t<G>>,
+                  "logits_backward: the gradient must share the logits' compute type");
     require_logits(logits, tokens, true, options.temperature);
     core::require_data("logits_gradient", logits_gradient);
     core::require_same_shape("logits_gradient", logits_gradient, "logits", logits);

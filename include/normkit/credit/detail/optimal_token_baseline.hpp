@@ -30,7 +30,9 @@ token_sums otb_sums(matrix_view<const T> rewards, matrix_view<const T> mask, mat
     s.W.resize(s.G.size());
     s.m.resize(s.G.size());
     s.lengths.assign(static_cast<std::size_t>(s.rows), 0);
-    const auto get = [](const matrix_view<const T>& x, index_type i, index_type t) { return static_cast<double>(core::to_compute(x(i, t))); };
+    const auto get = [](const matrix_view<const T>& x, index_type i, index_type t) {
+        return static_cast<double>(core::to_compute(x(i, t)));
+    };
     for (index_type i = 0; i < s.rows; ++i) {
         double to_go = 0, cumulative = 0;
         for (index_type t = s.cols - 1; t >= 0; --t) {
@@ -57,7 +59,8 @@ token_sums otb_sums(matrix_view<const T> rewards, matrix_view<const T> mask, mat
 }
 
 // The unique longest member (its positions at and beyond L₂ get baseline 0), or −1 when there is none.
-inline index_type zero_tail_member(const std::vector<index_type>& members, const std::vector<index_type>& lengths, index_type& second) {
+inline index_type zero_tail_member(const std::vector<index_type>& members, const std::vector<index_type>& lengths,
+                                   index_type& second) {
     if (members.size() < 2) return -1;
     std::vector<index_type> sorted;
     for (index_type i : members) sorted.push_back(lengths[static_cast<std::size_t>(i)]);
@@ -71,8 +74,9 @@ inline index_type zero_tail_member(const std::vector<index_type>& members, const
 }
 
 // The baseline over full positions t of one group (an all-masked member stays in it).
-inline void otb_group(const token_sums& s, const std::vector<index_type>& members, const optimal_token_baseline_options& options,
-                      std::vector<double>& numerator, std::vector<double>& denominator, std::vector<double>& A) {
+inline void otb_group(const token_sums& s, const std::vector<index_type>& members,
+                      const optimal_token_baseline_options& options, std::vector<double>& numerator,
+                      std::vector<double>& denominator, std::vector<double>& A) {
     const index_type cols = s.cols;
     if (members.size() == 1) {
         const index_type i = members[0];
@@ -91,7 +95,8 @@ inline void otb_group(const token_sums& s, const std::vector<index_type>& member
         }
     for (index_type i : members)
         for (index_type t = 0; t < cols; ++t) {
-            const double baseline = numerator[static_cast<std::size_t>(t)] / (denominator[static_cast<std::size_t>(t)] + options.eps);
+            const double baseline =
+                numerator[static_cast<std::size_t>(t)] / (denominator[static_cast<std::size_t>(t)] + options.eps);
             const double b = (i == tail && t >= second) ? 0.0 : baseline;
             A[s.at(i, t)] = (s.G[s.at(i, t)] - b) * s.m[s.at(i, t)];
         }
@@ -99,9 +104,12 @@ inline void otb_group(const token_sums& s, const std::vector<index_type>& member
 
 // The baseline over packed positions k (the k-th valid token) of one group; all-masked members leave it.
 inline void otb_compact_group(const token_sums& s, const std::vector<std::vector<index_type>>& valid_positions,
-                              const std::vector<index_type>& all_members, const optimal_token_baseline_options& options, std::vector<double>& A) {
+                              const std::vector<index_type>& all_members, const optimal_token_baseline_options& options,
+                              std::vector<double>& A) {
     const auto length = [&](index_type i) { return s.lengths[static_cast<std::size_t>(i)]; };
-    const auto position = [&](index_type i, index_type k) { return valid_positions[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)]; };
+    const auto position = [&](index_type i, index_type k) {
+        return valid_positions[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)];
+    };
     std::vector<index_type> members;
     for (index_type i : all_members)
         if (length(i) > 0) members.push_back(i);
@@ -135,8 +143,9 @@ inline void otb_compact_group(const token_sums& s, const std::vector<std::vector
 
 template <class T>
 void optimal_token_baseline(matrix_view<const T> rewards, matrix_view<const T> mask, matrix_view<const T> old_log_prob,
-                            matrix_view<const T> sum_probability_squared, matrix_view<const T> importance_weights, const groups& grouping,
-                            matrix_view<T> advantages, matrix_view<T> returns, const optimal_token_baseline_options& options) {
+                            matrix_view<const T> sum_probability_squared, matrix_view<const T> importance_weights,
+                            const groups& grouping, matrix_view<T> advantages, matrix_view<T> returns,
+                            const optimal_token_baseline_options& options) {
     core::require_data("mask", mask);
     require_token_matrix("rewards", rewards, "mask", mask);
     require_token_matrix("old_log_prob", old_log_prob, "mask", mask);
@@ -145,7 +154,8 @@ void optimal_token_baseline(matrix_view<const T> rewards, matrix_view<const T> m
     require_token_matrix("advantages", advantages, "mask", mask);
     if (!returns.empty()) require_token_matrix("returns", returns, "mask", mask);
     const auto groups = group_members(grouping, mask.rows);
-    core::require(options.eps >= 0 && std::isfinite(options.eps), "eps must be non-negative and finite, got ", options.eps);
+    core::require(options.eps >= 0 && std::isfinite(options.eps), "eps must be non-negative and finite, got ",
+                  options.eps);
     const token_sums s = otb_sums(rewards, mask, old_log_prob, sum_probability_squared, importance_weights);
     std::vector<double> A(s.G.size(), 0.0);
     if (!options.compact) {
@@ -161,7 +171,8 @@ void optimal_token_baseline(matrix_view<const T> rewards, matrix_view<const T> m
     for (index_type i = 0; i < s.rows; ++i)
         for (index_type t = 0; t < s.cols; ++t) {
             advantages(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(A[s.at(i, t)]));
-            if (!returns.empty()) returns(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(s.G[s.at(i, t)]));
+            if (!returns.empty())
+                returns(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(s.G[s.at(i, t)]));
         }
 }
 

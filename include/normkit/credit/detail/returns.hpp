@@ -17,7 +17,8 @@ inline void require_discount(const char* name, double value) {
 //   reset: at every t, G ← x(t) + discount·G; store(t, valid, G); G ← 0 after a masked t
 // x is read only where the rule adds it (valid positions under carry).
 template <class Valid, class Term, class Store>
-void masked_discounted_sum(index_type length, double discount, return_mask_rule rule, Valid&& valid, Term&& term, Store&& store) {
+void masked_discounted_sum(index_type length, double discount, return_mask_rule rule, Valid&& valid, Term&& term,
+                           Store&& store) {
     double running = 0;
     for (index_type t = length - 1; t >= 0; --t) {
         const bool inside = valid(t);
@@ -48,7 +49,8 @@ double value_of(const matrix_view<const T>& x, index_type i, index_type t) {
 }
 
 template <class T>
-void discounted_returns(matrix_view<const T> rewards, matrix_view<const T> mask, matrix_view<T> returns, const discounted_returns_options& options) {
+void discounted_returns(matrix_view<const T> rewards, matrix_view<const T> mask, matrix_view<T> returns,
+                        const discounted_returns_options& options) {
     core::require_data("mask", mask);
     require_token_matrix("rewards", rewards, "mask", mask);
     require_token_matrix("returns", returns, "mask", mask);
@@ -57,12 +59,15 @@ void discounted_returns(matrix_view<const T> rewards, matrix_view<const T> mask,
         masked_discounted_sum(
             mask.cols, options.gamma, options.mask_rule, [&](index_type t) { return is_valid(mask(i, t)); },
             [&](index_type t) { return value_of(rewards, i, t); },
-            [&](index_type t, bool inside, double running) { returns(i, t) = to_storage<T>(stored_return(options.mask_rule, inside, running)); });
+            [&](index_type t, bool inside, double running) {
+                returns(i, t) = to_storage<T>(stored_return(options.mask_rule, inside, running));
+            });
 }
 
 template <class T>
-void generalized_advantage_estimation(matrix_view<const T> rewards, matrix_view<const T> values, matrix_view<const T> mask, matrix_view<T> advantages,
-                                      matrix_view<T> returns, const gae_options& options) {
+void generalized_advantage_estimation(matrix_view<const T> rewards, matrix_view<const T> values,
+                                      matrix_view<const T> mask, matrix_view<T> advantages, matrix_view<T> returns,
+                                      const gae_options& options) {
     core::require_data("mask", mask);
     require_token_matrix("rewards", rewards, "mask", mask);
     require_token_matrix("values", values, "mask", mask);
@@ -85,7 +90,8 @@ void generalized_advantage_estimation(matrix_view<const T> rewards, matrix_view<
             if (!returns.empty()) returns(i, t) = to_storage<T>(advantage + (inside ? value_of(values, i, t) : 0.0));
         };
         masked_discounted_sum(
-            mask.cols, gamma * options.lambda, return_mask_rule::carry, [&](index_type t) { return is_valid(mask(i, t)); }, delta, store);
+            mask.cols, gamma * options.lambda, return_mask_rule::carry,
+            [&](index_type t) { return is_valid(mask(i, t)); }, delta, store);
     }
 }
 

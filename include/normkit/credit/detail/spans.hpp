@@ -14,36 +14,43 @@ void span_advantages(vector_view<const span> spans, matrix_view<const T> positio
     core::require_data("mask", mask);
     require_token_matrix("output", output, "mask", mask);
     core::require_data("position_advantages", position_advantages);
-    core::require(position_advantages.rows == mask.rows, "position_advantages has ", position_advantages.rows, " rows (",
-                  position_advantages.rows, "x", position_advantages.cols, ") but mask has ", mask.rows, " samples");
-    if (outside == outside_span::response_advantage) require_per_sample("response_advantages", response_advantages, mask.rows);
+    core::require(position_advantages.rows == mask.rows, "position_advantages has ", position_advantages.rows,
+                  " rows (", position_advantages.rows, "x", position_advantages.cols, ") but mask has ", mask.rows,
+                  " samples");
+    if (outside == outside_span::response_advantage)
+        require_per_sample("response_advantages", response_advantages, mask.rows);
     core::require(spans.data != nullptr || spans.size == 0, "spans is null");
     std::vector<span> sorted(spans.begin(), spans.end());
     for (index_type k = 0; k < spans.size; ++k) {
         const span& s = spans[k];
-        core::require(s.sample >= 0 && s.sample < mask.rows, "spans[", k, "].sample = ", s.sample, " is outside [0, ", mask.rows, ")");
-        core::require(s.start >= 0 && s.start <= s.end && s.end <= mask.cols, "spans[", k, "] = [", s.start, ", ", s.end,
-                      ") leaves the tokens [0, ", mask.cols, ") or ends before it starts");
-        core::require(s.position >= 0 && s.position < position_advantages.cols, "spans[", k, "].position = ", s.position, " is outside [0, ",
-                      position_advantages.cols, ")");
+        core::require(s.sample >= 0 && s.sample < mask.rows, "spans[", k, "].sample = ", s.sample, " is outside [0, ",
+                      mask.rows, ")");
+        core::require(s.start >= 0 && s.start <= s.end && s.end <= mask.cols, "spans[", k, "] = [", s.start, ", ",
+                      s.end, ") leaves the tokens [0, ", mask.cols, ") or ends before it starts");
+        core::require(s.position >= 0 && s.position < position_advantages.cols, "spans[", k,
+                      "].position = ", s.position, " is outside [0, ", position_advantages.cols, ")");
     }
-    std::sort(sorted.begin(), sorted.end(), [](const span& a, const span& b) { return a.sample != b.sample ? a.sample < b.sample : a.start < b.start; });
+    std::sort(sorted.begin(), sorted.end(), [](const span& a, const span& b) {
+        return a.sample != b.sample ? a.sample < b.sample : a.start < b.start;
+    });
     // Sorted by start, a span overlaps an earlier one of its sample iff it starts before the furthest end so far.
     const span* furthest = nullptr;
     for (const span& b : sorted) {
         if (b.start == b.end) continue;
         if (furthest && furthest->sample == b.sample)
-            core::require(furthest->end <= b.start, "spans overlap in sample ", b.sample, ": [", furthest->start, ", ", furthest->end, ") and [",
-                          b.start, ", ", b.end, ")");
+            core::require(furthest->end <= b.start, "spans overlap in sample ", b.sample, ": [", furthest->start, ", ",
+                          furthest->end, ") and [", b.start, ", ", b.end, ")");
         if (!furthest || furthest->sample != b.sample || b.end > furthest->end) furthest = &b;
     }
     for (index_type i = 0; i < mask.rows; ++i) {
         const T fill = outside == outside_span::zero ? core::from_compute<T>(0) : response_advantages[i];
-        for (index_type t = 0; t < mask.cols; ++t) output(i, t) = is_valid(mask(i, t)) ? fill : core::from_compute<T>(0);
+        for (index_type t = 0; t < mask.cols; ++t)
+            output(i, t) = is_valid(mask(i, t)) ? fill : core::from_compute<T>(0);
     }
     for (const span& s : sorted)
         for (index_type t = s.start; t < s.end; ++t)
-            output(s.sample, t) = is_valid(mask(s.sample, t)) ? position_advantages(s.sample, s.position) : core::from_compute<T>(0);
+            output(s.sample, t) =
+                is_valid(mask(s.sample, t)) ? position_advantages(s.sample, s.position) : core::from_compute<T>(0);
 }
 
 }  // namespace normkit::credit::detail

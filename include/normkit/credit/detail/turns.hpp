@@ -22,7 +22,8 @@ inline void require_turn_settings(double gamma, double eps, int ddof) {
 }
 
 // Standardizes the values of each (group, turn index t) cell.
-inline turn_rows standardize_per_turn(const turn_rows& values, const group_lists& groups, int ddof, double eps, bool divide_by_std) {
+inline turn_rows standardize_per_turn(const turn_rows& values, const group_lists& groups, int ddof, double eps,
+                                      bool divide_by_std) {
     turn_rows out(values.size());
     for (std::size_t i = 0; i < values.size(); ++i) out[i].assign(values[i].size(), 0.0);
     const auto row = [&](index_type i) -> const std::vector<double>& { return values[static_cast<std::size_t>(i)]; };
@@ -42,12 +43,15 @@ inline turn_rows standardize_per_turn(const turn_rows& values, const group_lists
 }
 
 // Standardizes the values of each group over all its turns.
-inline turn_rows standardize_per_group(const turn_rows& values, const group_lists& groups, int ddof, double eps, bool divide_by_std) {
+inline turn_rows standardize_per_group(const turn_rows& values, const group_lists& groups, int ddof, double eps,
+                                       bool divide_by_std) {
     turn_rows out(values.size());
     for (std::size_t i = 0; i < values.size(); ++i) out[i].assign(values[i].size(), 0.0);
     for (const auto& members : groups) {
         std::vector<double> set;
-        for (index_type i : members) set.insert(set.end(), values[static_cast<std::size_t>(i)].begin(), values[static_cast<std::size_t>(i)].end());
+        for (index_type i : members)
+            set.insert(set.end(), values[static_cast<std::size_t>(i)].begin(),
+                       values[static_cast<std::size_t>(i)].end());
         const location_scale stats = standardize(set, ddof, eps, divide_by_std);
         for (index_type i : members)
             for (std::size_t t = 0; t < values[static_cast<std::size_t>(i)].size(); ++t)
@@ -60,7 +64,8 @@ template <class T>
 turn_rows read_turns(const matrix_view<const T>& table, const vector_view<const index_type>& turn_count) {
     turn_rows rows(static_cast<std::size_t>(table.rows));
     for (index_type i = 0; i < table.rows; ++i)
-        for (index_type t = 0; t < turn_count[i]; ++t) rows[static_cast<std::size_t>(i)].push_back(value_of(table, i, t));
+        for (index_type t = 0; t < turn_count[i]; ++t)
+            rows[static_cast<std::size_t>(i)].push_back(value_of(table, i, t));
     return rows;
 }
 
@@ -83,23 +88,25 @@ void write_turns(const matrix_view<T>& out, const turn_rows& values, double padd
     for (index_type i = 0; i < out.rows; ++i)
         for (index_type t = 0; t < out.cols; ++t) {
             const auto& row = values[static_cast<std::size_t>(i)];
-            out(i, t) = to_storage<T>(t < static_cast<index_type>(row.size()) ? row[static_cast<std::size_t>(t)] : padding);
+            out(i, t) =
+                to_storage<T>(t < static_cast<index_type>(row.size()) ? row[static_cast<std::size_t>(t)] : padding);
         }
 }
 
 template <class T>
-void a2tgpo_advantages(matrix_view<const T> information_gain, vector_view<const index_type> turn_count, const groups& grouping,
-                       vector_view<const T> outcome_advantages, matrix_view<T> advantages, matrix_view<T> clip_scale, const a2tgpo_options& options) {
+void a2tgpo_advantages(matrix_view<const T> information_gain, vector_view<const index_type> turn_count,
+                       const groups& grouping, vector_view<const T> outcome_advantages, matrix_view<T> advantages,
+                       matrix_view<T> clip_scale, const a2tgpo_options& options) {
     require_turn_table("information_gain", information_gain, turn_count);
     const group_lists groups = group_members(grouping, information_gain.rows);
     require_per_sample("outcome_advantages", outcome_advantages, information_gain.rows);
     require_token_matrix("advantages", advantages, "information_gain", information_gain);
     if (!clip_scale.empty()) require_token_matrix("clip_scale", clip_scale, "information_gain", information_gain);
     require_turn_settings(options.gamma, options.eps, options.ddof);
-    core::require(std::isfinite(options.alpha) && std::isfinite(options.clip_spread), "alpha ", options.alpha, " and clip_spread ",
-                  options.clip_spread, " must be finite");
-    const turn_rows normalized =
-        standardize_per_turn(read_turns(information_gain, turn_count), groups, options.ddof, options.eps, options.normalize_by_std);
+    core::require(std::isfinite(options.alpha) && std::isfinite(options.clip_spread), "alpha ", options.alpha,
+                  " and clip_spread ", options.clip_spread, " must be finite");
+    const turn_rows normalized = standardize_per_turn(read_turns(information_gain, turn_count), groups, options.ddof,
+                                                      options.eps, options.normalize_by_std);
     const turn_rows accumulated = discounted_sums(normalized, options.gamma);
     for (index_type i = 0; i < advantages.rows; ++i) {
         const auto& g = normalized[static_cast<std::size_t>(i)];
@@ -108,7 +115,8 @@ void a2tgpo_advantages(matrix_view<const T> information_gain, vector_view<const 
         for (index_type t = 0; t < advantages.cols; ++t) {
             double a = 0, c = 1;
             if (t < n) {
-                a = outcome + options.alpha * accumulated[static_cast<std::size_t>(i)][static_cast<std::size_t>(t)] / std::sqrt(static_cast<double>(n - t));
+                a = outcome + options.alpha * accumulated[static_cast<std::size_t>(i)][static_cast<std::size_t>(t)] /
+                                  std::sqrt(static_cast<double>(n - t));
                 const double sigmoid = 1.0 / (1.0 + std::exp(-g[static_cast<std::size_t>(t)]));
                 c = 1.0 + options.clip_spread * (2.0 * sigmoid - 1.0);
             } else if (t == n) {
@@ -121,19 +129,20 @@ void a2tgpo_advantages(matrix_view<const T> information_gain, vector_view<const 
 }
 
 template <class T>
-void mapo_advantages(matrix_view<const T> rewards, vector_view<const index_type> turn_count, const groups& grouping, matrix_view<T> advantages,
-                     const mapo_options& options) {
+void mapo_advantages(matrix_view<const T> rewards, vector_view<const index_type> turn_count, const groups& grouping,
+                     matrix_view<T> advantages, const mapo_options& options) {
     require_turn_table("rewards", rewards, turn_count);
     const group_lists groups = group_members(grouping, rewards.rows);
     require_token_matrix("advantages", advantages, "rewards", rewards);
     require_turn_settings(options.gamma, options.eps, 0);
     core::require(std::isfinite(options.alpha), "alpha must be finite, got ", options.alpha);
     const turn_rows immediate = read_turns(rewards, turn_count);
-    const turn_rows turn_term = standardize_per_turn(discounted_sums(immediate, options.gamma), groups, 0, options.eps, true);
+    const turn_rows turn_term =
+        standardize_per_turn(discounted_sums(immediate, options.gamma), groups, 0, options.eps, true);
     group_lists batch(1, std::vector<index_type>(static_cast<std::size_t>(rewards.rows)));
     std::iota(batch[0].begin(), batch[0].end(), index_type(0));
-    const turn_rows group_term =
-        standardize_per_group(immediate, options.immediate_scope == normalization_scope::group ? groups : batch, 0, options.eps, true);
+    const turn_rows group_term = standardize_per_group(
+        immediate, options.immediate_scope == normalization_scope::group ? groups : batch, 0, options.eps, true);
     turn_rows combined(immediate.size());
     for (std::size_t i = 0; i < immediate.size(); ++i)
         for (std::size_t t = 0; t < immediate[i].size(); ++t)
@@ -142,36 +151,40 @@ void mapo_advantages(matrix_view<const T> rewards, vector_view<const index_type>
 }
 
 template <class T>
-void gtpo_advantages(matrix_view<const T> rewards, vector_view<const index_type> turn_count, const groups& grouping, matrix_view<T> advantages,
-                     const gtpo_options& options) {
+void gtpo_advantages(matrix_view<const T> rewards, vector_view<const index_type> turn_count, const groups& grouping,
+                     matrix_view<T> advantages, const gtpo_options& options) {
     require_turn_table("rewards", rewards, turn_count);
     const group_lists groups = group_members(grouping, rewards.rows);
     require_token_matrix("advantages", advantages, "rewards", rewards);
     require_turn_settings(options.gamma, options.eps, options.ddof);
     const turn_rows returns = discounted_sums(read_turns(rewards, turn_count), options.gamma);
     write_turns(advantages,
-                options.scope == gtpo_scope::turn_index ? standardize_per_turn(returns, groups, options.ddof, options.eps, true)
-                                                        : standardize_per_group(returns, groups, options.ddof, options.eps, true),
+                options.scope == gtpo_scope::turn_index
+                    ? standardize_per_turn(returns, groups, options.ddof, options.eps, true)
+                    : standardize_per_group(returns, groups, options.ddof, options.eps, true),
                 0.0);
 }
 
 template <class T>
-void turns_to_tokens(matrix_view<const T> per_turn, matrix_view<const index_type> turn_index, matrix_view<T> output, double outside) {
+void turns_to_tokens(matrix_view<const T> per_turn, matrix_view<const index_type> turn_index, matrix_view<T> output,
+                     double outside) {
     core::require_data("per_turn", per_turn);
     core::require_data("turn_index", turn_index);
     require_token_matrix("output", output, "turn_index", turn_index);
-    core::require(per_turn.rows == turn_index.rows, "per_turn has ", per_turn.rows, " rows (", per_turn.rows, "x", per_turn.cols,
-                  ") but turn_index has ", turn_index.rows);
+    core::require(per_turn.rows == turn_index.rows, "per_turn has ", per_turn.rows, " rows (", per_turn.rows, "x",
+                  per_turn.cols, ") but turn_index has ", turn_index.rows);
     for (index_type i = 0; i < turn_index.rows; ++i) {
         index_type previous = -1;
         for (index_type t = 0; t < turn_index.cols; ++t) {
             const index_type turn = turn_index(i, t);
-            core::require(turn >= -1 && turn < per_turn.cols, "turn_index(", i, ", ", t, ") = ", turn, " is outside [-1, ", per_turn.cols, ")");
+            core::require(turn >= -1 && turn < per_turn.cols, "turn_index(", i, ", ", t, ") = ", turn,
+                          " is outside [-1, ", per_turn.cols, ")");
             if (turn < 0) {
                 output(i, t) = to_storage<T>(outside);
                 continue;
             }
-            core::require(turn >= previous, "turn_index is not monotone in row ", i, ": turn ", turn, " at token ", t, " follows turn ", previous);
+            core::require(turn >= previous, "turn_index is not monotone in row ", i, ": turn ", turn, " at token ", t,
+                          " follows turn ", previous);
             previous = turn;
             output(i, t) = per_turn(i, turn);
         }
