@@ -7,6 +7,7 @@
 #include <normkit/credit/cort.hpp>
 #include <normkit/credit/entropy.hpp>
 #include <normkit/credit/optimal_token_baseline.hpp>
+#include <normkit/credit/presets.hpp>
 
 #include <limits>
 
@@ -460,4 +461,30 @@ TEST_CASE("hapo clip ranges and differential advantage redistribution", "[credit
                                      view(high.data(), rows, cols), {-0.2, 0.28});
         },
         "clip_low");
+}
+
+TEST_CASE("broadcast_advantages takes uint8 masks too, and writes +0 at masked tokens", "[credit][broadcast]") {
+    const std::vector<double> advantages = {-1.5, 2.0};
+    Eigen::Matrix<std::uint8_t, 2, 3, Eigen::RowMajor> byte_mask;
+    byte_mask << 1, 0, 1, 0, 1, 1;
+    Eigen::Matrix<double, 2, 3, Eigen::RowMajor> from_bytes, from_values;
+    credit::broadcast_advantages(advantages, byte_mask, from_bytes);
+    const Eigen::Matrix<double, 2, 3, Eigen::RowMajor> value_mask = byte_mask.cast<double>();
+    credit::broadcast_advantages(advantages, value_mask, from_values);
+    CHECK(from_bytes == from_values);
+    CHECK(from_bytes(0, 0) == -1.5);
+    CHECK(from_bytes(1, 2) == 2.0);
+    CHECK(!std::signbit(from_bytes(0, 1)));  // a masked token is +0, whatever the sign of its advantage
+}
+
+TEST_CASE("credit presets name the framework and paper variants", "[credit][presets]") {
+    CHECK(credit::presets::verl_new_optimal_token_baseline().handle_zero_tail);
+    CHECK(!credit::presets::verl_old_optimal_token_baseline().handle_zero_tail);
+    CHECK(credit::presets::verl_tir_optimal_token_baseline().compact);
+    CHECK(credit::presets::verl_new_returns(0.9).mask_rule == credit::return_mask_rule::carry);
+    CHECK(credit::presets::verl_old_returns(0.9).mask_rule == credit::return_mask_rule::reset);
+    CHECK(credit::presets::verl_old_returns(0.9).gamma == 0.9);
+    CHECK(credit::presets::hapo_paper().sign == credit::hapo_sign::paper_range);
+    CHECK(credit::presets::hapo_released_code().sign == credit::hapo_sign::released_code);
+    CHECK(credit::presets::hapo_released_code().pivot == 0.8);
 }

@@ -37,6 +37,9 @@
 // the mirror image with w_max). The result is clip(s·u, w_min, w_max) for the
 // unique s with mean 1. cort_weights returns the largest round count used.
 //
+// Masks: a token is valid where mask ≠ 0 (only "nonzero" counts); the mask has
+// the storage type of the log-probs, and so do the outputs.
+//
 // Degenerate and bad input:
 // - All-masked response: weights 0, advantages 0. A response whose mapped
 //   weights are all equal (zero contrast, or every token at one bound) gets

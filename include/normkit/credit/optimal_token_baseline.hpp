@@ -25,6 +25,8 @@
 // - In the uncompacted form an all-masked response stays in its group (as in
 //   verl): its m = 0 removes it from every sum but it counts for the size and
 //   the lengths, and its advantages are 0.
+// - m_t = 1 where mask ≠ 0 (only "nonzero" counts), else 0; the mask has the
+//   storage type of the token data.
 // - Masked positions are not read for old_log_prob, Σπ² or ρ; rewards at masked
 //   positions are dropped (r·m).
 // - Groups: a normkit::groups over the rows (contiguous_groups(G) or group_ids(uid)).
