@@ -161,14 +161,14 @@ void register_token_kernels() {
     const double matrix_bytes = static_cast<double>(count * sizeof(float));
 
     register_case("optimal_token_baseline", shape, "normkit", 5 * matrix_bytes, [=] {
-        credit::optimal_token_baseline(v(*rewards), v(*mask), v(*log_p), v(*squares), {}, group_ids(*ids), v(*out));
+        credit::optimal_token_baseline(v(*rewards), v(*mask), group_ids(*ids), v(*log_p), v(*squares), {}, v(*out));
         benchmark::DoNotOptimize(out->data());
     });
     bench::register_memcpy("optimal_token_baseline", shape, 5 * matrix_bytes);
     credit::optimal_token_baseline_options tir;
     tir.compact = true;
     register_case("optimal_token_baseline_tir", shape, "normkit", 5 * matrix_bytes, [=] {
-        credit::optimal_token_baseline(v(*rewards), v(*mask), v(*log_p), v(*squares), {}, group_ids(*ids), v(*out), {},
+        credit::optimal_token_baseline(v(*rewards), v(*mask), group_ids(*ids), v(*log_p), v(*squares), {}, v(*out), {},
                                        tir);
         benchmark::DoNotOptimize(out->data());
     });

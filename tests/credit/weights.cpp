@@ -264,9 +264,9 @@ void check_otb(index_type cols, const std::vector<long>& ids, bool holes, bool i
         s(rows, cols, sum_p2), advantages(rows, cols, 1), returns(rows, cols);
     test_matrix<T> weights(rows, cols, importance ? rho : std::vector<double>(rows * cols, 1.0));
     std::vector<index_type> group_ids(ids.begin(), ids.end());
-    credit::optimal_token_baseline(r.view, m.view, lp.view, s.view,
+    credit::optimal_token_baseline(r.view, m.view, normkit::group_ids(group_ids), lp.view, s.view,
                                    importance ? matrix_view<const T>(weights.view) : matrix_view<const T>{},
-                                   normkit::group_ids(group_ids), advantages.view, returns.view, options);
+                                   advantages.view, returns.view, options);
     const auto expected = reference::optimal_token_baseline(
         r.values(), mask_values, lp.values(), s.values(), importance ? weights.values() : std::vector<double>{}, ids,
         rows, cols, options.handle_zero_tail, options.compact, options.eps);
@@ -303,7 +303,7 @@ TEST_CASE("optimal_token_baseline properties", "[credit][otb]") {
     const auto v = [&](std::vector<double>& x) { return view(x.data(), rows, cols); };
     SECTION("equal W across samples: the baseline is the group mean of G_t") {
         const std::vector<index_type> ids = {5, 5, 5, 5};
-        credit::optimal_token_baseline(v(rewards), v(mask), v(log_p), v(sum_p2), {}, normkit::group_ids(ids),
+        credit::optimal_token_baseline(v(rewards), v(mask), normkit::group_ids(ids), v(log_p), v(sum_p2), {},
                                        v(advantages), v(returns));
         for (index_type t = 0; t < cols; ++t) {
             double mean = 0;
@@ -314,7 +314,7 @@ TEST_CASE("optimal_token_baseline properties", "[credit][otb]") {
     }
     SECTION("singleton groups keep the return: A = G") {
         const std::vector<index_type> ids = {1, 2, 3, 4};
-        credit::optimal_token_baseline(v(rewards), v(mask), v(log_p), v(sum_p2), {}, normkit::group_ids(ids),
+        credit::optimal_token_baseline(v(rewards), v(mask), normkit::group_ids(ids), v(log_p), v(sum_p2), {},
                                        v(advantages), v(returns));
         CHECK(advantages == returns);
     }
@@ -322,26 +322,26 @@ TEST_CASE("optimal_token_baseline properties", "[credit][otb]") {
         for (index_type i = 1; i < rows; ++i)
             for (index_type t = 5; t < cols; ++t) mask[i * cols + t] = 0;
         const std::vector<index_type> ids = {5, 5, 5, 5};
-        credit::optimal_token_baseline(v(rewards), v(mask), v(log_p), v(sum_p2), {}, normkit::group_ids(ids),
+        credit::optimal_token_baseline(v(rewards), v(mask), normkit::group_ids(ids), v(log_p), v(sum_p2), {},
                                        v(advantages), v(returns));
         for (index_type t = 5; t < cols; ++t) CHECK(advantages[t] == returns[t]);
         credit::optimal_token_baseline_options off;
         off.handle_zero_tail = false;
-        credit::optimal_token_baseline(v(rewards), v(mask), v(log_p), v(sum_p2), {}, normkit::group_ids(ids),
+        credit::optimal_token_baseline(v(rewards), v(mask), normkit::group_ids(ids), v(log_p), v(sum_p2), {},
                                        v(advantages), v(returns), off);
         for (index_type t = 5; t < cols; ++t) CHECK(std::abs(advantages[t]) < 1e-6 * (1 + std::abs(returns[t])));
     }
     SECTION("bad input names the argument") {
         require_error_naming(
             [&] {
-                credit::optimal_token_baseline(v(rewards), v(mask), v(log_p), v(sum_p2), {},
-                                               normkit::group_ids(std::vector<index_type>{1}), v(advantages));
+                credit::optimal_token_baseline(v(rewards), v(mask), normkit::group_ids(std::vector<index_type>{1}),
+                                               v(log_p), v(sum_p2), {}, v(advantages));
             },
             "group_ids");
         require_error_naming(
             [&] {
-                credit::optimal_token_baseline(v(rewards), v(mask), view(log_p.data(), cols, rows), v(sum_p2), {},
-                                               normkit::group_ids(std::vector<index_type>(rows)), v(advantages));
+                credit::optimal_token_baseline(v(rewards), v(mask), normkit::group_ids(std::vector<index_type>(rows)),
+                                               view(log_p.data(), cols, rows), v(sum_p2), {}, v(advantages));
             },
             "old_log_prob");
     }

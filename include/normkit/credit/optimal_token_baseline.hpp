@@ -54,13 +54,13 @@ void optimal_token_baseline(matrix_view<const T> rewards, matrix_view<const T> m
                             const optimal_token_baseline_options& options);
 }  // namespace detail
 
-// OTB advantages [B × T] (and optionally the returns G). importance_weights
-// may be absent ({}); grouping has one member per response.
+// OTB advantages [B × T] (and optionally the returns G). grouping has one
+// member per response; importance_weights may be absent ({}).
 template <class Rewards, class Mask, class LogProb, class SumSquares, class Advantages>
-void optimal_token_baseline(const Rewards& rewards, const Mask& mask, const LogProb& old_log_prob,
-                            const SumSquares& sum_probability_squared, const_matrix_t<Advantages> importance_weights,
-                            const groups& grouping, Advantages&& advantages, matrix_t<Advantages> returns = {},
-                            const optimal_token_baseline_options& options = {}) {
+void optimal_token_baseline(const Rewards& rewards, const Mask& mask, const groups& grouping,
+                            const LogProb& old_log_prob, const SumSquares& sum_probability_squared,
+                            const_matrix_t<Advantages> importance_weights, Advantages&& advantages,
+                            matrix_t<Advantages> returns = {}, const optimal_token_baseline_options& options = {}) {
     using T = element_t<Advantages>;
     static_assert(same_storage_v<T, Rewards, Mask, LogProb, SumSquares>,
                   "optimal_token_baseline: all token matrices must share a storage type");
