@@ -1,9 +1,9 @@
-// Batches of doubles from as many floats, and back, by the native conversions.
+// Double batches for the double-precision statistics of float data: loads and
+// stores that convert by the native instructions, and a square root.
 //
 //   load_as_double(p)        core::batch<double> of p[0 .. width<double>), float or double p
 //   store_from_double(p, v)  the same lanes written back as float or double
-//
-//   square_root(v)           √v lane by lane (the maskz form on AVX-512)
+//   square_root(v)           √v lane by lane (the maskz form on AVX-512), correctly rounded as std::sqrt
 //
 // xsimd 8's converting load_unaligned / store_unaligned go element by element;
 // these use one vcvtps2pd / vcvtpd2ps. Without AVX they fall back to xsimd.
