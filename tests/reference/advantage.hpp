@@ -1,6 +1,6 @@
 // Reference formulas for the advantage normalizers, in plain double (sums in
-// long double), written literally from each framework's code as paraphrased in
-// rl-framework-conventions.md and from the papers' formulas in seed-formulas.md.
+// long double), written literally from each framework's code (verl 1dda039b9c63,
+// TRL f2cd57710ae3, OpenRLHF 3c3be6234e0c) and from the papers' formulas.
 // Groups are given as one id per sample (contiguous groups: id = i / G).
 // Nothing here is shared with the library: no SIMD, no two-pass corrections,
 // maps keyed by id, the frameworks' own order of operations.

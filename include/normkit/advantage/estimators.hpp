@@ -27,7 +27,7 @@
 //   keep the raw value (μ_g = 0, σ_g = 1); rloo keeps the raw value (verl's loop) or zeroes it
 //   (verl's rloo_vectorized, TRL) per rloo_options::singleton.
 // - gpg counts nonzero rewards over the whole batch, not nonzero advantages (verl's code).
-// - w_reinforce assumption (seed catalog; the repo's per-sample code was not read): rewards are
+// - w_reinforce assumption (from the paper; the authors' per-sample code was not read): rewards are
 //   already the ±1 outcome values and the advantage is the reward itself, positive ones scaled
 //   by λ; λ = 1 is plain REINFORCE, λ = 0 is NSR only.
 // - dna_train assumption: the batch is laid out as consecutive pairs of groups of G samples

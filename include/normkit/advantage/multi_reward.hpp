@@ -24,7 +24,7 @@
 //   whitening and gets A = 0; a sample with some NaN columns keeps the others' sum.
 // - SA-MRPO assumption: the per-objective normalization and the final standardization are the
 //   TRL flavour's (ddof 1, σ + 1e-4), so γ = 0 is exactly GDPO; the batch means for saturation
-//   skip NaN rewards. The seed source (a blog) does not name the std variant.
+//   skip NaN rewards. The source read (a blog post on arXiv 2608.16072) does not name the std variant.
 // - Degenerate: an empty batch does nothing; one scorable sample gives 0; a zero-spread column
 //   contributes 0.
 #pragma once
