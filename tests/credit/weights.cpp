@@ -481,8 +481,8 @@ TEST_CASE("credit presets name the framework and paper variants", "[credit][pres
     CHECK(credit::presets::verl_new_optimal_token_baseline().handle_zero_tail);
     CHECK(!credit::presets::verl_old_optimal_token_baseline().handle_zero_tail);
     CHECK(credit::presets::verl_tir_optimal_token_baseline().compact);
-    CHECK(credit::presets::verl_new_returns(0.9).mask_rule == credit::return_mask_rule::carry);
-    CHECK(credit::presets::verl_old_returns(0.9).mask_rule == credit::return_mask_rule::reset);
+    CHECK(credit::presets::verl_new_returns(0.9).mask_rule == normkit::return_mask_rule::carry);
+    CHECK(credit::presets::verl_old_returns(0.9).mask_rule == normkit::return_mask_rule::reset);
     CHECK(credit::presets::verl_old_returns(0.9).gamma == 0.9);
     CHECK(credit::presets::hapo_paper().sign == credit::hapo_sign::paper_range);
     CHECK(credit::presets::hapo_released_code().sign == credit::hapo_sign::released_code);

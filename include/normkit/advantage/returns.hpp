@@ -25,7 +25,7 @@
 //   token data beside it and is std::uint8_t, as group_normalize's. returns is optional ({}).
 #pragma once
 
-#include "../credit/returns.hpp"
+#include "../core/returns.hpp"
 #include "estimators.hpp"
 
 #include <cstdint>
@@ -33,7 +33,6 @@
 
 namespace normkit::advantage {
 
-using credit::return_mask_rule;  // carry (verl-new) or reset (verl-old)
 
 struct reinforce_pp_options {
     double gamma = 1.0;

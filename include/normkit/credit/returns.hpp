@@ -33,13 +33,12 @@
 // - Arithmetic in double; returns of GAE are optional ({}).
 #pragma once
 
+#include "../core/returns.hpp"
 #include "token_data.hpp"
 
 #include <cmath>
 
 namespace normkit::credit {
-
-enum class return_mask_rule { carry, reset };
 
 struct discounted_returns_options {
     double gamma = 1.0;                                    // verl's default γ

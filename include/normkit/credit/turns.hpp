@@ -46,7 +46,7 @@
 // values standardizes to 0. Bad input (turn_count outside [0, N], mismatched
 // lengths, ε < 0, γ outside [0, 1] (the library's one discount rule), a turn
 // index ≥ N or not non-decreasing within a row) → normkit::error naming the
-// argument. The discounted sums run the recursion of credit/returns.hpp.
+// argument. The discounted sums run the recursion of core/returns.hpp.
 #pragma once
 
 #include "token_data.hpp"

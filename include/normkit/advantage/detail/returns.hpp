@@ -1,7 +1,7 @@
-// The implementation of advantage/returns.hpp, on credit's masked recursion.
+// The implementation of advantage/returns.hpp, on the masked recursion of core/returns.hpp.
 #pragma once
 
-#include "../../credit/returns.hpp"
+#include "../../core/returns.hpp"
 
 #include <cmath>
 
@@ -21,18 +21,18 @@ void reinforce_pp(matrix_view<const T> token_rewards, matrix_view<const T> mask,
                   matrix_view<T> returns, const reinforce_pp_options& options) {
     require_token_shapes(token_rewards, mask, advantages);
     if (!returns.empty()) core::require_same_shape("returns", returns, "token_rewards", token_rewards);
-    credit::detail::require_discount("gamma", options.gamma);
+    core::require_discount("gamma", options.gamma);
     core::require(options.whiten.mode != whiten_mode::sample_weighted,
                   "reinforce_pp whitens over tokens or not at all");
     require_whiten(options.whiten);
     const index_type rows = token_rewards.rows, cols = token_rewards.cols;
     const auto inside = [&](index_type i, index_type t) { return mask(i, t) != T(0); };
     for (index_type i = 0; i < rows; ++i)
-        credit::detail::masked_discounted_sum(
+        core::masked_discounted_sum(
             cols, options.gamma, options.mask_rule, [&](index_type t) { return inside(i, t); },
             [&](index_type t) { return static_cast<double>(token_rewards(i, t)); },
             [&](index_type t, bool valid, double running) {
-                const double stored = credit::detail::stored_return(options.mask_rule, valid, running);
+                const double stored = core::stored_return(options.mask_rule, valid, running);
                 advantages(i, t) = static_cast<T>(stored);
                 if (!returns.empty()) returns(i, t) = static_cast<T>(stored);
             });
@@ -66,7 +66,7 @@ void remax(matrix_view<const T> token_rewards, matrix_view<const T> mask, vector
                   " but token_rewards has ", token_rewards.rows, " rows");
     for (index_type i = 0; i < token_rewards.rows; ++i) {
         const double b = static_cast<double>(baselines[i]);
-        credit::detail::masked_discounted_sum(
+        core::masked_discounted_sum(
             token_rewards.cols, 1.0, return_mask_rule::carry, [&](index_type t) { return mask(i, t) != T(0); },
             [&](index_type t) { return static_cast<double>(token_rewards(i, t)); },
             [&](index_type t, bool inside, double running) {

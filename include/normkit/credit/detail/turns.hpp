@@ -16,7 +16,7 @@ using turn_rows = std::vector<std::vector<double>>;
 using group_lists = std::vector<std::vector<index_type>>;
 
 inline void require_turn_settings(double gamma, double eps, int ddof) {
-    require_discount("gamma", gamma);
+    core::require_discount("gamma", gamma);
     core::require(std::isfinite(eps) && eps >= 0, "eps must be non-negative and finite, got ", eps);
     core::require(ddof == 0 || ddof == 1, "ddof must be 0 or 1, got ", ddof);
 }
@@ -75,7 +75,7 @@ inline turn_rows discounted_sums(const turn_rows& rows, double gamma) {
     for (std::size_t i = 0; i < rows.size(); ++i) {
         const auto& x = rows[i];
         out[i].resize(x.size());
-        masked_discounted_sum(
+        core::masked_discounted_sum(
             static_cast<index_type>(x.size()), gamma, return_mask_rule::carry, [](index_type) { return true; },
             [&](index_type k) { return x[static_cast<std::size_t>(k)]; },
             [&](index_type k, bool, double running) { out[i][static_cast<std::size_t>(k)] = running; });

@@ -1,0 +1,51 @@
+// The one masked backward recursion of the library: every discounted sum over
+// the tokens of a response (credit::discounted_returns and GAE,
+// advantage::reinforce_pp and remax, the turn returns of credit/turns.hpp)
+// runs through masked_discounted_sum, with one rule for its discount.
+#pragma once
+
+#include "error.hpp"
+#include "types.hpp"
+
+#include <cmath>
+
+namespace normkit {
+
+// What a masked position (m = 0) does to a running return: carry passes it
+// unchanged (verl-new), reset stores the return there and cuts it to 0 (verl-old).
+enum class return_mask_rule { carry, reset };
+
+namespace core {
+
+inline void require_discount(const char* name, double value) {
+    core::require(std::isfinite(value) && value >= 0 && value <= 1, name, " must lie in [0, 1], got ", value);
+}
+
+// Over positions t = length − 1 … 0:
+//   carry: at valid t, G ← x(t) + discount·G;                    store(t, valid, G)
+//   reset: at every t, G ← x(t) + discount·G; store(t, valid, G); G ← 0 after a masked t
+// x is read only where the rule adds it (valid positions under carry).
+template <class Valid, class Term, class Store>
+void masked_discounted_sum(index_type length, double discount, return_mask_rule rule, Valid&& valid, Term&& term,
+                           Store&& store) {
+    double running = 0;
+    for (index_type t = length - 1; t >= 0; --t) {
+        const bool inside = valid(t);
+        if (rule == return_mask_rule::carry) {
+            if (inside) running = term(t) + discount * running;
+            store(t, inside, running);
+        } else {
+            running = term(t) + discount * running;
+            store(t, inside, running);
+            if (!inside) running = 0;
+        }
+    }
+}
+
+// The return stored at t under a rule: 0 at a masked position under carry.
+inline double stored_return(return_mask_rule rule, bool inside, double running) {
+    return rule == return_mask_rule::carry && !inside ? 0.0 : running;
+}
+
+}  // namespace core
+}  // namespace normkit
