@@ -12,6 +12,7 @@
 #include "harness.hpp"
 
 #include <normkit/loss/policy_loss.hpp>
+#include <normkit/loss/presets.hpp>
 
 #ifdef NORMKIT_HAVE_TORCH
 #include <torch/torch.h>
@@ -89,7 +90,7 @@ void register_policy_loss(index_type rows, index_type cols, int threads) {
             auto options = loss::presets::verl_actor(true);
             options.threads = threads;
             if (global_count) options.aggregation.global_token_count = t.tokens;
-            const auto result = loss::policy_loss(inputs, view(t.gradient.data(), rows, cols), options);
+            const auto result = loss::policy_loss(inputs, view(t.gradient.data(), rows, cols), {}, options);
             benchmark::DoNotOptimize(result.loss);
             benchmark::DoNotOptimize(t.gradient.data());
         });

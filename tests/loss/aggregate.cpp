@@ -126,7 +126,7 @@ TEST_CASE("delta_l with alpha = 0 is the constant (Dr. GRPO) normalizer with L =
     CHECK(relative_error(w_delta, w_norm) < 1e-15);
     // α > 0 weighs short responses up: it differs.
     delta.alpha = 1.0;
-    CHECK(std::abs(loss::aggregate_loss(view(ell.data(), rows, cols), view(mask.data(), rows, cols), delta).loss - b) > 1e-6);
+    CHECK(std::abs(loss::aggregate_loss(view(ell.data(), rows, cols), view(mask.data(), rows, cols), {}, delta).loss - b) > 1e-6);
 }
 
 TEST_CASE("micro-batches with global denominators add up to the whole batch (verl #5625, TRL #5619)", "[loss][aggregate][micro_batch]") {
@@ -172,7 +172,7 @@ TEST_CASE("micro-batches with global denominators add up to the whole batch (ver
         if (mode == loss::aggregation_mode::token_mean || mode == loss::aggregation_mode::seq_mean_token_mean) {
             double local = 0;
             for (index_type begin = 0; begin < rows; begin += micro)
-                local += loss::aggregate_loss(view(ell.data() + begin * cols, micro, cols), view(mask.data() + begin * cols, micro, cols), whole_options)
+                local += loss::aggregate_loss(view(ell.data() + begin * cols, micro, cols), view(mask.data() + begin * cols, micro, cols), {}, whole_options)
                              .loss /
                          static_cast<double>(rows / micro);
             CHECK(std::abs(local - whole) > 1e-3 * std::abs(whole));
@@ -185,13 +185,13 @@ TEST_CASE("micro-batches with global denominators add up to the whole batch (ver
     const index_type step_rows = 4;
     double step_tokens = 0;
     for (index_type k = 0; k < step_rows * cols; ++k) step_tokens += mask[k];
-    const double step_mean = loss::aggregate_loss(view(ell.data(), step_rows, cols), view(mask.data(), step_rows, cols), dapo).loss;
+    const double step_mean = loss::aggregate_loss(view(ell.data(), step_rows, cols), view(mask.data(), step_rows, cols), {}, dapo).loss;
     double with_step = 0, with_generation = 0;
     for (index_type begin = 0; begin < step_rows; begin += micro) {
         dapo.global_token_count = step_tokens;
-        with_step += loss::aggregate_loss(view(ell.data() + begin * cols, micro, cols), view(mask.data() + begin * cols, micro, cols), dapo).loss;
+        with_step += loss::aggregate_loss(view(ell.data() + begin * cols, micro, cols), view(mask.data() + begin * cols, micro, cols), {}, dapo).loss;
         dapo.global_token_count = tokens;
-        with_generation += loss::aggregate_loss(view(ell.data() + begin * cols, micro, cols), view(mask.data() + begin * cols, micro, cols), dapo).loss;
+        with_generation += loss::aggregate_loss(view(ell.data() + begin * cols, micro, cols), view(mask.data() + begin * cols, micro, cols), {}, dapo).loss;
     }
     CHECK(with_step == Approx(step_mean).epsilon(1e-13));
     CHECK(with_generation == Approx(step_mean * step_tokens / tokens).epsilon(1e-13));
@@ -221,12 +221,12 @@ TEST_CASE("aggregate_loss: absent mask, fractional weights and the count_empty_r
     std::vector<double> ones(rows * cols, 1.0);
     loss::aggregation_options options;
     options.mode = loss::aggregation_mode::seq_mean_token_mean;
-    CHECK(loss::aggregate_loss(view(ell.data(), rows, cols), matrix_view<const double>{}, options).loss ==
-          Approx(loss::aggregate_loss(view(ell.data(), rows, cols), view(ones.data(), rows, cols), options).loss).epsilon(1e-15));
+    CHECK(loss::aggregate_loss(view(ell.data(), rows, cols), matrix_view<const double>{}, {}, options).loss ==
+          Approx(loss::aggregate_loss(view(ell.data(), rows, cols), view(ones.data(), rows, cols), {}, options).loss).epsilon(1e-15));
     // Fractional weights: accepted only under mask_rule::weights, and then used as weights.
     std::vector<double> fractional(rows * cols);
     for (std::size_t k = 0; k < fractional.size(); ++k) fractional[k] = static_cast<double>(k % 5) / 4.0;
-    require_error_naming([&] { loss::aggregate_loss(view(ell.data(), rows, cols), view(fractional.data(), rows, cols), options); }, "mask");
+    require_error_naming([&] { loss::aggregate_loss(view(ell.data(), rows, cols), view(fractional.data(), rows, cols), {}, options); }, "mask");
     options.mask_values = loss::mask_rule::weights;
     std::vector<double> weights(rows * cols), expected_weights;
     const double value =
@@ -239,8 +239,8 @@ TEST_CASE("aggregate_loss: absent mask, fractional weights and the count_empty_r
     loss::aggregation_options verl, trl;
     verl.mode = trl.mode = loss::aggregation_mode::seq_mean_token_sum;
     trl.count_empty_rows = true;
-    const auto a = loss::aggregate_loss(view(ell.data(), rows, cols), view(mask.data(), rows, cols), verl);
-    const auto b = loss::aggregate_loss(view(ell.data(), rows, cols), view(mask.data(), rows, cols), trl);
+    const auto a = loss::aggregate_loss(view(ell.data(), rows, cols), view(mask.data(), rows, cols), {}, verl);
+    const auto b = loss::aggregate_loss(view(ell.data(), rows, cols), view(mask.data(), rows, cols), {}, trl);
     CHECK(a.sequence_count == 3.0);
     CHECK(b.sequence_count == 4.0);
     CHECK(a.loss * 3.0 == Approx(b.loss * 4.0).epsilon(1e-14));
@@ -254,7 +254,7 @@ TEMPLATE_TEST_CASE("aggregate_loss is bitwise identical for 1 and 2 threads", "[
         std::vector<std::vector<TestType>> weights;
         for (int threads : {1, 2}) {
             test_matrix<TestType> w(rows, cols);
-            loss::aggregation_options options;
+            loss::aggregate_loss_options options;
             options.mode = mode;
             options.threads = threads;
             losses.push_back(loss::aggregate_loss(matrix_view<const TestType>(ell.view), matrix_view<const TestType>(mask.view), w.view, options).loss);
@@ -282,7 +282,7 @@ TEST_CASE("aggregate_loss accepts Eigen matrices and tensors", "[loss][aggregate
 
 TEST_CASE("aggregate_loss rejects bad input, naming the argument", "[loss][aggregate][errors]") {
     std::vector<double> ell(12, 1.0), mask(12, 1.0), weights(12);
-    const auto run = [&](loss::aggregation_options options) { loss::aggregate_loss(view(ell.data(), 3, 4), view(mask.data(), 3, 4), options); };
+    const auto run = [&](loss::aggregation_options options) { loss::aggregate_loss(view(ell.data(), 3, 4), view(mask.data(), 3, 4), {}, options); };
     require_error_naming([&] { loss::aggregate_loss(view(ell.data(), 3, 4), view(mask.data(), 4, 3)); }, "mask");
     require_error_naming([&] { loss::aggregate_loss(view(ell.data(), 3, 4), view(mask.data(), 3, 4), view(weights.data(), 2, 4)); }, "weights");
     loss::aggregation_options options;

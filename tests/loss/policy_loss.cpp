@@ -4,6 +4,7 @@
 #include "support.hpp"
 
 #include <normkit/loss/policy_loss.hpp>
+#include <normkit/loss/presets.hpp>
 
 #include <limits>
 
@@ -160,7 +161,7 @@ TEST_CASE("policy_loss equals its parts: surrogate, KL and entropy aggregated se
         loss::policy_inputs<double> inputs{view(d.x.data(), rows, cols),   view(d.old.data(), rows, cols),       view(d.per_sample.data(), rows, 1),
                                            view(d.mask.data(), rows, cols), view(d.ref.data(), rows, cols), view(d.entropies.data(), rows, cols)};
         std::vector<double> gradient(rows * cols);
-        const auto result = loss::policy_loss(inputs, view(gradient.data(), rows, cols), options);
+        const auto result = loss::policy_loss(inputs, view(gradient.data(), rows, cols), {}, options);
         // The parts.
         std::vector<double> ell(rows * cols), weights(rows * cols), surrogate_gradient(rows * cols), kl(rows * cols), kl_gradient(rows * cols);
         const auto metrics = loss::policy_surrogate_forward(inputs, view(ell.data(), rows, cols), options.surrogate);
@@ -170,8 +171,8 @@ TEST_CASE("policy_loss equals its parts: surrogate, KL and entropy aggregated se
         loss::policy_surrogate_backward(view(weights.data(), rows, cols), inputs, view(surrogate_gradient.data(), rows, cols), options.surrogate);
         loss::kl_penalty(view(d.x.data(), rows, cols), view(d.ref.data(), rows, cols), view(kl.data(), rows, cols), view(kl_gradient.data(), rows, cols),
                          options.kl);
-        const double kl_loss = loss::aggregate_loss(view(kl.data(), rows, cols), view(d.mask.data(), rows, cols), options.aggregation).loss;
-        const double entropy = loss::aggregate_loss(view(d.entropies.data(), rows, cols), view(d.mask.data(), rows, cols), options.aggregation).loss;
+        const double kl_loss = loss::aggregate_loss(view(kl.data(), rows, cols), view(d.mask.data(), rows, cols), {}, options.aggregation).loss;
+        const double entropy = loss::aggregate_loss(view(d.entropies.data(), rows, cols), view(d.mask.data(), rows, cols), {}, options.aggregation).loss;
         CHECK(result.policy_loss == Approx(policy).epsilon(1e-13));
         CHECK(result.kl_loss == Approx(kl_loss).epsilon(1e-13));
         CHECK(result.entropy_loss == Approx(entropy).epsilon(1e-13));
@@ -192,7 +193,7 @@ TEST_CASE("presets on a hand-computed example", "[loss][policy_loss][presets]") 
     loss::policy_inputs<double> inputs{view(x.data(), 2, 3), view(old.data(), 2, 3), view(advantages.data(), 2, 1), view(mask.data(), 2, 3),
                                        view(ref.data(), 2, 3), {}};
     std::vector<double> g(6, 7.0);
-    const auto run = [&](const loss::policy_loss_options& options) { return loss::policy_loss(inputs, view(g.data(), 2, 3), options); };
+    const auto run = [&](const loss::policy_loss_options& options) { return loss::policy_loss(inputs, view(g.data(), 2, 3), {}, options); };
     // r = e^{x − old}: (e^0.1, 1, e^−0.5 | 1, e^−0.3). PPO ε = 0.2:
     //   A = 1:  ℓ = −r on all three (e^−0.5 ≈ 0.607 < 0.8, but −r > −0.8: the unclipped side is larger)
     //   A = −2: ℓ = 2·1 = 2, and max(2·0.741, 2·0.8) = 1.6 on the clipped side (gradient 0)
@@ -222,11 +223,11 @@ TEST_CASE("presets on a hand-computed example", "[loss][policy_loss][presets]") 
         far_old[3] = x[3] - std::log(4.0);  // r = 4 > c = 3 at A = −2
         auto far = inputs;
         far.old_log_probs = view(far_old.data(), 2, 3);
-        const auto result = loss::policy_loss(far, view(g.data(), 2, 3), loss::presets::verl_actor());
+        const auto result = loss::policy_loss(far, view(g.data(), 2, 3), {}, loss::presets::verl_actor());
         CHECK(result.loss == Approx((-r0 - 1.0 - r2 + 6.0 + 1.6) / 5).epsilon(1e-14));
         CHECK(g[3] == 0.0);
         CHECK(result.metrics.clip_fraction_lower == Approx(1.0 / 5));
-        const auto openrlhf = loss::policy_loss(far, view(g.data(), 2, 3), loss::presets::openrlhf_ppo());
+        const auto openrlhf = loss::policy_loss(far, view(g.data(), 2, 3), {}, loss::presets::openrlhf_ppo());
         CHECK(openrlhf.loss == Approx((-r0 - 1.0 - r2 + 8.0 + 1.6) / 5).epsilon(1e-14));  // no dual clip: 2·4
         CHECK(g[3] == Approx(8.0 / 5));
     }
@@ -280,7 +281,7 @@ TEST_CASE("policy_loss of an all-masked batch is 0 with a zero gradient, whateve
             loss::policy_inputs<double> inputs{view(d.x.data(), rows, cols),   view(d.old.data(), rows, cols), view(d.advantages.data(), rows, cols),
                                                view(d.mask.data(), rows, cols), view(d.ref.data(), rows, cols), view(d.entropies.data(), rows, cols)};
             std::vector<double> gradient(rows * cols, 9.0);
-            const auto result = loss::policy_loss(inputs, view(gradient.data(), rows, cols), options);
+            const auto result = loss::policy_loss(inputs, view(gradient.data(), rows, cols), {}, options);
             CHECK(result.loss == 0.0);
             CHECK(max_abs(gradient) == 0.0);
             CHECK(result.metrics.clip_fraction == 0.0);
@@ -306,12 +307,12 @@ TEST_CASE("policy_loss over micro-batches with global denominators adds up to th
                                                view(d.ref.data() + begin * cols, count, cols), view(d.entropies.data() + begin * cols, count, cols)};
         };
         std::vector<double> whole_gradient(rows * cols), gradient(rows * cols);
-        const double whole = loss::policy_loss(inputs_of(0, rows), view(whole_gradient.data(), rows, cols), options).loss;
+        const double whole = loss::policy_loss(inputs_of(0, rows), view(whole_gradient.data(), rows, cols), {}, options).loss;
         options.aggregation.global_token_count = tokens;
         options.aggregation.global_sequence_count = sequences;
         double sum = 0;
         for (index_type begin = 0; begin < rows; begin += micro)
-            sum += loss::policy_loss(inputs_of(begin, micro), view(gradient.data() + begin * cols, micro, cols), options).loss;
+            sum += loss::policy_loss(inputs_of(begin, micro), view(gradient.data() + begin * cols, micro, cols), {}, options).loss;
         CHECK(sum == Approx(whole).epsilon(1e-13));
         CHECK(relative_error(gradient, whole_gradient) < 1e-14);
     }
@@ -330,7 +331,7 @@ TEMPLATE_TEST_CASE("policy_loss is bitwise identical for 1 and 2 threads", "[los
             auto options = options_for(surrogate, aggregation_mode::token_mean, loss::kl_estimator::k3, false);
             options.threads = threads;
             test_matrix<TestType> gradient(rows, cols);
-            losses.push_back(loss::policy_loss(inputs, gradient.view, options).loss);
+            losses.push_back(loss::policy_loss(inputs, gradient.view, {}, options).loss);
             gradients.push_back(gradient.storage);
         }
         CHECK(std::memcmp(&losses[0], &losses[1], sizeof(double)) == 0);
@@ -353,8 +354,8 @@ TEST_CASE("policy_loss writes a large aligned gradient with streaming stores, bi
     const auto misalignment = reinterpret_cast<std::uintptr_t>(streamed_storage.data()) % 64;
     float* streamed = streamed_storage.data() + (misalignment == 0 ? 0 : (64 - misalignment) / sizeof(float));
     REQUIRE(reinterpret_cast<std::uintptr_t>(streamed) % 64 == 0);
-    const auto a = loss::policy_loss(inputs, view(streamed, rows, cols), options);
-    const auto b = loss::policy_loss(inputs, view(plain.data() + 1, rows, cols), options);  // unaligned: ordinary stores
+    const auto a = loss::policy_loss(inputs, view(streamed, rows, cols), {}, options);
+    const auto b = loss::policy_loss(inputs, view(plain.data() + 1, rows, cols), {}, options);  // unaligned: ordinary stores
     CHECK(a.loss == b.loss);
     CHECK(std::memcmp(streamed, plain.data() + 1, static_cast<std::size_t>(rows * cols) * sizeof(float)) == 0);
     CHECK(streamed[rows * cols] == 5.0f);
@@ -366,21 +367,21 @@ TEST_CASE("policy_loss rejects bad input, naming the argument", "[loss][policy_l
     loss::policy_inputs<double> inputs{view(x.data(), 3, 4), view(x.data(), 3, 4), view(advantages.data(), 3, 1), view(mask.data(), 3, 4), {}, {}};
     loss::policy_loss_options options;
     options.use_kl_loss = true;
-    require_error_naming([&] { loss::policy_loss(inputs, view(gradient.data(), 3, 4), options); }, "ref_log_probs");
+    require_error_naming([&] { loss::policy_loss(inputs, view(gradient.data(), 3, 4), {}, options); }, "ref_log_probs");
     options = {};
     options.entropy_coefficient = 0.01;
-    require_error_naming([&] { loss::policy_loss(inputs, view(gradient.data(), 3, 4), options); }, "entropies");
+    require_error_naming([&] { loss::policy_loss(inputs, view(gradient.data(), 3, 4), {}, options); }, "entropies");
     require_error_naming([&] { loss::policy_loss(inputs, view(gradient.data(), 4, 3)); }, "log_probs_gradient");
     options = {};
     options.surrogate.dual_clip = 0.5;
-    require_error_naming([&] { loss::policy_loss(inputs, view(gradient.data(), 3, 4), options); }, "dual_clip");
+    require_error_naming([&] { loss::policy_loss(inputs, view(gradient.data(), 3, 4), {}, options); }, "dual_clip");
     options = {};
     options.aggregation.mode = aggregation_mode::delta_l;
     options.aggregation.alpha = -1.0;
-    require_error_naming([&] { loss::policy_loss(inputs, view(gradient.data(), 3, 4), options); }, "alpha");
+    require_error_naming([&] { loss::policy_loss(inputs, view(gradient.data(), 3, 4), {}, options); }, "alpha");
     mask[5] = 2.0;
     require_error_naming([&] { loss::policy_loss(inputs, view(gradient.data(), 3, 4)); }, "mask");
     options = {};
     options.aggregation.global_token_count = 12.0;  // no up-front pass: caught during the pass
-    require_error_naming([&] { loss::policy_loss(inputs, view(gradient.data(), 3, 4), options); }, "mask");
+    require_error_naming([&] { loss::policy_loss(inputs, view(gradient.data(), 3, 4), {}, options); }, "mask");
 }

@@ -4,6 +4,7 @@
 #include "support.hpp"
 
 #include <normkit/loss/kl.hpp>
+#include <normkit/loss/presets.hpp>
 #include <normkit/loss/surrogate.hpp>
 
 #include <limits>
@@ -253,7 +254,7 @@ TEST_CASE("surrogate properties", "[loss][surrogate]") {
         loss::aggregation_options aggregation;
         aggregation.mode = loss::aggregation_mode::seq_mean_token_mean;
         aggregation.count_empty_rows = true;
-        const double value = loss::aggregate_loss(view(ell.data(), rows, cols), view(mask.data(), rows, cols), aggregation).loss;
+        const double value = loss::aggregate_loss(view(ell.data(), rows, cols), view(mask.data(), rows, cols), {}, aggregation).loss;
         double expected = 0;
         for (index_type i = 0; i < rows; ++i) {
             double sum = 0, n = 0;
@@ -346,7 +347,7 @@ TEST_CASE("k3 properties: non-negative, verl's clamps, k3+ is the k2 gradient", 
     CHECK(value[2] == 10.0);
     CHECK(value[3] == Approx(std::exp(-0.3) + 0.3 - 1));
     CHECK(value[3] > 0.0);
-    loss::kl_penalty(view(x.data(), 1, 4), view(ref.data(), 1, 4), view(value.data(), 1, 4), view(gradient.data(), 1, 4), loss::k3_plus());
+    loss::kl_penalty(view(x.data(), 1, 4), view(ref.data(), 1, 4), view(value.data(), 1, 4), view(gradient.data(), 1, 4), loss::presets::k3_plus());
     CHECK(value[3] == Approx(std::exp(-0.3) + 0.3 - 1));
     for (int k = 0; k < 4; ++k) CHECK(gradient[k] == Approx(x[k] - ref[k]));
 }

@@ -10,6 +10,7 @@
 #include "support.hpp"
 
 #include <normkit/loss/policy_loss.hpp>
+#include <normkit/loss/presets.hpp>
 
 using namespace normkit;
 using namespace normkit::testing;
@@ -123,13 +124,13 @@ TEST_CASE("policy_loss agrees with the libtorch composition and its autograd", "
             options.surrogate.epsilon_high = mode == surrogate_mode::cispo_cap ? 1.3 : 0.28;
             if (mode == surrogate_mode::ppo_clip) options.surrogate.dual_clip = 3.0;
             options.use_kl_loss = true;
-            options.kl = mode == surrogate_mode::sapo ? loss::k3_plus() : loss::kl_options{};
+            options.kl = mode == surrogate_mode::sapo ? loss::presets::k3_plus() : loss::kl_options{};
             options.kl_coefficient = 0.1;
             options.aggregation.mode = aggregation;
             loss::policy_inputs<double> inputs{view(d.x.data(), rows, cols),   view(d.old.data(), rows, cols), view(d.advantages.data(), rows, 1),
                                                view(d.mask.data(), rows, cols), view(d.ref.data(), rows, cols), {}};
             std::vector<double> gradient(rows * cols);
-            const auto result = loss::policy_loss(inputs, view(gradient.data(), rows, cols), options);
+            const auto result = loss::policy_loss(inputs, view(gradient.data(), rows, cols), {}, options);
 
             const auto x = tensor_of(d.x, rows, cols).clone().requires_grad_(true);
             const auto old = tensor_of(d.old, rows, cols), ref = tensor_of(d.ref, rows, cols), mask = tensor_of(d.mask, rows, cols);

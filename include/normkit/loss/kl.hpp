@@ -10,38 +10,54 @@
 // exponential and k to [−10, 10] after it; the derivative is 0 where either clamp is active (torch's
 // clamp passes the gradient only inside the bounds, bounds included). Without `clamp` (TRL's
 // per-token KL) the formula is used as written.
-// straight_through (verl's "+" suffix, "k3+"): the value of the named estimator with the gradient of
-// k2, i.e. ∂k/∂x = d.
+// straight_through (verl's "+" suffix, "k3+", loss::presets::k3_plus()): the value of the named
+// estimator with the gradient of k2, i.e. ∂k/∂x = d.
 //
-// Degenerate input: none; every finite input gives a finite value (k3 without clamp overflows to inf
-// only for d < −88 in float, as the formula does).
+// Arithmetic in float (double for double storage), one token at a time: any thread count gives the
+// same bits. Degenerate input: none; every finite input gives a finite value (k3 without clamp
+// overflows to inf only for d < −88 in float, as the formula does).
+// Memory: value and gradient may be log_probs or ref_log_probs themselves (each batch of tokens is
+// read before it is written), not each other.
 #pragma once
 
-#include "aggregate.hpp"
+#include "detail/chunks.hpp"
+
+#include "../core/execution.hpp"
 #include "../core/math.hpp"
+#include "../core/parallel.hpp"
+
+#include <type_traits>
 
 namespace normkit::loss {
 
 enum class kl_estimator { k1, abs, k2, k3, kl = k1, mse = k2, low_var_kl = k3 };
 
+// Which estimator (no threads: policy_loss_options nests it). Options are named as aggregate.hpp says.
 struct kl_options {
     kl_estimator estimator = kl_estimator::k3;
     bool straight_through = false;  // "+": the value of `estimator`, the gradient of k2
     bool clamp = true;              // verl's clamps on k3 (±20 on the log-ratio, ±10 on the value)
-    int threads = 1;
 };
 
-// verl's "k3+".
-inline kl_options k3_plus() {
-    kl_options options;
-    options.straight_through = true;
-    return options;
-}
+// kl_penalty's options: the estimator, and the threads (default 1; any count gives the same bits).
+struct kl_penalty_options : kl_options, execution_options {
+    kl_penalty_options() = default;
+    kl_penalty_options(const kl_options& what, const execution_options& how = {}) : kl_options(what), execution_options(how) {}
+};
+
+// The per-token estimate k into `value` (required) and ∂k/∂logπ into `gradient` when given ({}: not
+// written); all B × T.
+template <class LogProbs, class Reference, class Value>
+void kl_penalty(const LogProbs& log_probs, const Reference& ref_log_probs, Value&& value, matrix_t<LogProbs> gradient = {},
+                const kl_penalty_options& options = {});
 
 namespace detail {
 
+// k and ∂k/∂x of one batch of tokens; forced inline, as the fused policy-loss step calls it per
+// batch and a call would pass the batches through memory.
 template <kl_estimator E, bool StraightThrough, class C>
-NORMKIT_LOSS_INLINE void kl_batch(const core::batch<C>& x, const core::batch<C>& reference, bool clamp, core::batch<C>& value, core::batch<C>& gradient) {
+[[gnu::always_inline]] inline void kl_batch(const core::batch<C>& x, const core::batch<C>& reference, bool clamp, core::batch<C>& value,
+                                            core::batch<C>& gradient) {
     using core::batch;
     const batch<C> d = x - reference;
     if constexpr (E == kl_estimator::k1) {
@@ -88,15 +104,16 @@ decltype(auto) with_kl_estimator(const kl_options& options, F&& f) {
 
 template <class T>
 void kl_penalty(matrix_view<const T> log_probs, matrix_view<const T> reference_log_probs, matrix_view<T> value, matrix_view<T> gradient,
-                const kl_options& options) {
+                const kl_options& options, int threads) {
     using C = core::compute_t<T>;
     core::require_data("log_probs", log_probs);
     core::require_data("ref_log_probs", reference_log_probs);
     core::require_same_shape("ref_log_probs", reference_log_probs, "log_probs", log_probs);
+    core::require(!value.empty() || log_probs.size() == 0, "value is missing (", log_probs.rows, "x", log_probs.cols, " expected)");
     if (!value.empty()) core::require_same_shape("value", value, "log_probs", log_probs);
     if (!gradient.empty()) core::require_same_shape("gradient", gradient, "log_probs", log_probs);
     with_kl_estimator(options, [&](auto estimator, auto straight) {
-        core::parallel_for(log_probs.rows, options.threads, [&](index_type begin, index_type end) {
+        core::parallel_for(log_probs.rows, threads, [&](index_type begin, index_type end) {
             for (index_type row = begin; row < end; ++row) {
                 const T* x = log_probs.row(row);
                 const T* reference = reference_log_probs.row(row);
@@ -104,7 +121,7 @@ void kl_penalty(matrix_view<const T> log_probs, matrix_view<const T> reference_l
                     core::batch<C> k, g;
                     kl_batch<decltype(estimator)::value, decltype(straight)::value>(core::load(x + i, count), core::load(reference + i, count),
                                                                                    options.clamp, k, g);
-                    if (!value.empty()) core::store(value.row(row) + i, k, count);
+                    core::store(value.row(row) + i, k, count);
                     if (!gradient.empty()) core::store(gradient.row(row) + i, g, count);
                 });
             }
@@ -114,14 +131,12 @@ void kl_penalty(matrix_view<const T> log_probs, matrix_view<const T> reference_l
 
 }  // namespace detail
 
-// Per-token KL estimate k and ∂k/∂logπ; either output may be absent ({}).
-template <class LogProbs, class Reference, class Value, class Gradient>
-void kl_penalty(const LogProbs& log_probs, const Reference& ref_log_probs, Value&& value, Gradient&& gradient, const kl_options& options = {}) {
+template <class LogProbs, class Reference, class Value>
+void kl_penalty(const LogProbs& log_probs, const Reference& ref_log_probs, Value&& value, matrix_t<LogProbs> gradient,
+                const kl_penalty_options& options) {
     using T = element_t<LogProbs>;
-    static_assert(std::is_same_v<element_t<Reference>, T> && std::is_same_v<element_t<Value>, T> && std::is_same_v<element_t<Gradient>, T>,
-                  "kl_penalty: all arguments must have the same storage type");
-    detail::kl_penalty<T>(view(log_probs), view(ref_log_probs), view(value), view(gradient), options);
+    static_assert(same_storage_v<T, LogProbs, Reference, Value>, "kl_penalty: log_probs, ref_log_probs and value must have one storage type");
+    detail::kl_penalty<T>(view(log_probs), view(ref_log_probs), view(value), gradient, options, options.threads);
 }
 
 }  // namespace normkit::loss
-

@@ -1,0 +1,312 @@
+// policy_loss's implementation (not a public header: loss/policy_loss.hpp includes it after its
+// public types). One pass over the rows; per row: a_i, the sequence state, then the chunks; per chunk:
+// the surrogate, then per batch of tokens one step that adds the KL and entropy terms, writes the
+// gradients and accumulates the row's sums. Which terms are present is a compile-time variant, so
+// each combination is its own loop with no branch on a flag inside.
+#pragma once
+
+#include "aggregate.hpp"
+#include "chunks.hpp"
+#include "surrogate.hpp"
+
+#include "../../core/dispatch.hpp"
+#include "../../core/parallel.hpp"
+#include "../../core/stream.hpp"
+
+#include <cstdint>
+#include <type_traits>
+
+namespace normkit::loss::detail {
+
+// The terms a pass computes. fused_ppo: PPO clip, the common case, is computed inside the step (no
+// per-chunk buffers); the other surrogates go through surrogate_chunk, so only one of them is
+// instantiated per KL variant.
+template <kl_estimator Estimator, bool StraightThrough, bool Kl, bool Entropy, bool FusedPpo>
+struct policy_loss_variant {
+    static constexpr kl_estimator estimator = Estimator;
+    static constexpr bool straight_through = StraightThrough, kl = Kl, entropy = Entropy, fused_ppo = FusedPpo;
+};
+
+// Past this many gradient bytes the gradient no longer fits the caches beside the inputs (it is a
+// fifth of the pass's traffic), and streaming stores save the read-for-ownership of each line.
+inline constexpr double policy_gradient_stream_bytes = 4e6;
+
+// What every row of one call shares.
+template <class T>
+struct policy_loss_pass {
+    using C = core::compute_t<T>;
+    const policy_inputs<T>& inputs;
+    matrix_view<T> gradient, entropy_gradient;
+    const policy_loss_options& options;
+    aggregation_plan plan;
+    surrogate_parameters<C> surrogate;
+    bool sequence = false, binary = true, stream = false;
+    C beta = 0, entropy_coefficient = 0;
+};
+
+// The per-chunk buffers of one thread's rows.
+template <class T>
+struct policy_loss_buffers {
+    using C = core::compute_t<T>;
+    row_reader<T> reader;
+    chunk_buffer<C> loss, derivative, reference, entropy;
+    explicit policy_loss_buffers(const policy_inputs<T>& inputs) : reader(inputs) {}
+};
+
+// One row's scales and its lane-wise sums (reduced once at the row's end). The sequence state and the
+// surrogate's metrics are kept apart: surrogate_chunk takes them by reference, and what it cannot
+// see stays in registers (which also keeps the compiler's contraction choices, hence the bits, of
+// the pass this one replaced).
+template <class C>
+struct policy_row {
+    core::batch<C> a, entropy_scale;  // a_i and −c_H·a_i
+    // Parentheses, not braces: a braced batch is xsimd's lane-by-lane initializer list.
+    core::batch<C> policy = core::batch<C>(C(0)), kl = core::batch<C>(C(0)), entropy = core::batch<C>(C(0)), bad = core::batch<C>(C(0));
+};
+
+// The compute-type chunks of the inputs at one offset of a row, and the gradient rows there.
+template <class T>
+struct policy_chunk {
+    using C = core::compute_t<T>;
+    const C *x, *old, *advantages, *mask, *reference, *entropies;
+    T *gradient, *entropy_gradient;
+};
+
+// ℓ and ∂ℓ/∂x of one batch: computed here (fused PPO) or read from the chunk's buffers.
+template <class V, class T, class C = core::compute_t<T>>
+[[gnu::always_inline]] inline void surrogate_step(const policy_loss_pass<T>& pass, const policy_chunk<T>& chunk, const policy_loss_buffers<T>& buffers,
+                                                  index_type i, index_type c, const core::batch<C>& mv, const core::batch_mask<C>& selected,
+                                                  const sequence_state<C>& state, surrogate_sums<C>& metrics, core::batch<C>& ell, core::batch<C>& g) {
+    if constexpr (V::fused_ppo) {
+        const auto terms = surrogate_batch<surrogate_mode::ppo_clip>(pass.surrogate, state, core::load(chunk.x + i, c), core::load(chunk.old + i, c),
+                                                                     core::load(chunk.advantages + i, c));
+        metrics.add(terms, mv, selected);
+        ell = terms.loss;
+        g = terms.derivative;
+    } else {
+        ell = core::batch<C>::load_aligned(buffers.loss.values + i);
+        g = core::batch<C>::load_aligned(buffers.derivative.values + i);
+    }
+}
+
+// The gradient of one batch, a·m·g (0 where m = 0), streamed when the pass streams and the batch is whole.
+template <class T, class C>
+[[gnu::always_inline]] inline void store_gradient(const policy_loss_pass<T>& pass, T* gradient_row, index_type c, const core::batch<C>& value) {
+    if constexpr (std::is_same_v<T, float>) {
+        if (pass.stream && c == core::width<C>) {
+            core::store_stream(gradient_row, value);
+            return;
+        }
+    }
+    core::store(gradient_row, value, c);
+}
+
+// One batch of tokens: the surrogate, the KL and entropy terms, both gradients, and the row's sums.
+template <class V, class T, class C = core::compute_t<T>>
+[[gnu::always_inline]] inline void policy_step(const policy_loss_pass<T>& pass, const policy_chunk<T>& chunk, const policy_loss_buffers<T>& buffers,
+                                               index_type i, index_type c, const sequence_state<C>& state, policy_row<C>& row,
+                                               surrogate_sums<C>& metrics) {
+    using core::batch;
+    const batch<C> zero(C(0)), one(C(1)), infinity(std::numeric_limits<C>::infinity());
+    const auto mv = core::load(chunk.mask + i, c);
+    const auto selected = mv != zero;
+    const auto bad = pass.binary ? (selected & (mv != one)) : !((mv >= zero) & (mv < infinity));
+    batch<C> ell, g;
+    surrogate_step<V>(pass, chunk, buffers, i, c, mv, selected, state, metrics, ell, g);
+    if constexpr (V::kl) {
+        batch<C> k, gk;
+        kl_batch<V::estimator, V::straight_through>(core::load(chunk.x + i, c), core::load(chunk.reference + i, c), pass.options.kl.clamp, k, gk);
+        g += batch<C>(pass.beta) * gk;
+        row.kl += xsimd::select(selected, mv * k, zero);
+    }
+    if constexpr (V::entropy) row.entropy += xsimd::select(selected, mv * core::load(chunk.entropies + i, c), zero);
+    if (chunk.gradient) store_gradient(pass, chunk.gradient + i, c, xsimd::select(selected, row.a * mv * g, zero));
+    if (chunk.entropy_gradient) core::store(chunk.entropy_gradient + i, xsimd::select(selected, row.entropy_scale * mv, zero), c);
+    row.policy += xsimd::select(selected, mv * ell, zero);
+    row.bad += xsimd::select(bad, one, zero);
+}
+
+// One chunk of n tokens at `offset` of a row.
+template <class V, class T, class C = core::compute_t<T>>
+[[gnu::always_inline]] inline void policy_chunk_pass(const policy_loss_pass<T>& pass, policy_loss_buffers<T>& buffers, index_type row_index,
+                                                     index_type offset, index_type n, const sequence_state<C>& state, policy_row<C>& row,
+                                                     surrogate_sums<C>& metrics) {
+    auto& reader = buffers.reader;
+    policy_chunk<T> chunk;
+    chunk.x = reader.x(offset, n);
+    chunk.old = reader.old(offset, n, chunk.x);
+    chunk.advantages = reader.advantages(offset, n);
+    chunk.mask = reader.mask(offset, n);
+    if constexpr (!V::fused_ppo)
+        surrogate_chunk(pass.surrogate, state, chunk.x, chunk.old, chunk.advantages, chunk.mask, n, buffers.loss.values, buffers.derivative.values,
+                        metrics);
+    chunk.reference = V::kl ? compute_chunk(pass.inputs.ref_log_probs.row(row_index) + offset, n, buffers.reference.values) : nullptr;
+    chunk.entropies = V::entropy ? compute_chunk(pass.inputs.entropies.row(row_index) + offset, n, buffers.entropy.values) : nullptr;
+    chunk.gradient = pass.gradient.empty() ? nullptr : pass.gradient.row(row_index) + offset;
+    chunk.entropy_gradient = pass.entropy_gradient.empty() ? nullptr : pass.entropy_gradient.row(row_index) + offset;
+    for (index_type i = 0; i < n; i += core::width<C>) policy_step<V>(pass, chunk, buffers, i, std::min(core::width<C>, n - i), state, row, metrics);
+}
+
+// Per row, partial[] gets: the three aggregated terms (×a_i), the metrics (clipped, lower, x_old − x,
+// tokens), the row's sequence count, and the mask values the rule rejects.
+inline constexpr index_type policy_sums_width = 9;
+
+// total += a·sum, with a·sum rounded before the addition when Rounded. The single-pass kernel this
+// pass was split from left it to the compiler whether to contract a·sum + total into one fma, and
+// GCC did so except for the surrogate-chunk variants without a k3 KL term; Rounded keeps those
+// variants' double-precision totals bit for bit (float totals do not depend on it: a float sum
+// times a float a_i is exact in double). The volatile store is what forbids the contraction.
+template <bool Rounded>
+inline void add_scaled(double& total, double a, double sum) {
+    if constexpr (Rounded) {
+        const volatile double product = a * sum;
+        total += product;
+    } else {
+        total += a * sum;
+    }
+}
+
+template <class V>
+inline constexpr bool rounds_row_products = !V::fused_ppo && !(V::kl && V::estimator == kl_estimator::k3);
+
+// A row's sums into partial (see policy_sums_width).
+template <class V, class C>
+void add_row_sums(const policy_row<C>& row, const surrogate_sums<C>& metrics, C a, double* partial) {
+    const double scale = static_cast<double>(a);
+    add_scaled<rounds_row_products<V>>(partial[0], scale, static_cast<double>(core::horizontal_sum(row.policy)));
+    add_scaled<rounds_row_products<V>>(partial[1], scale, static_cast<double>(core::horizontal_sum(row.kl)));
+    add_scaled<false>(partial[2], scale, static_cast<double>(core::horizontal_sum(row.entropy)));
+    add_surrogate_sums(metrics, partial + 3);
+    partial[7] += core::horizontal_sum(metrics.tokens) > 0 ? 1.0 : 0.0;
+    partial[8] += static_cast<double>(core::horizontal_sum(row.bad));
+}
+
+// One row: a_i, the sequence state, the chunks, the sums.
+template <class V, class T>
+void policy_loss_row(const policy_loss_pass<T>& pass, policy_loss_buffers<T>& buffers, index_type row_index, double* partial) {
+    using C = core::compute_t<T>;
+    const index_type cols = pass.inputs.log_probs.cols;
+    buffers.reader.start(row_index);
+    const C a = static_cast<C>(pass.plan.scale(pass.plan.row_count(mask_row(pass.inputs.mask, row_index), cols)));
+    policy_row<C> row;
+    row.a = core::batch<C>(a);
+    row.entropy_scale = core::batch<C>(-pass.entropy_coefficient * a);
+    const sequence_state<C> state =
+        pass.sequence ? sequence_row(pass.surrogate, buffers.reader, static_cast<const matrix_view<const T>*>(nullptr)) : sequence_state<C>{};
+    surrogate_sums<C> metrics;
+    for (index_type offset = 0; offset < cols; offset += chunk_size)
+        policy_chunk_pass<V>(pass, buffers, row_index, offset, std::min(chunk_size, cols - offset), state, row, metrics);
+    add_row_sums<V>(row, metrics, a, partial);
+}
+
+// Every row, in the fixed partition of reduce_rows: the totals of add_row_sums.
+template <class V, class T>
+const double* policy_loss_rows(const policy_loss_pass<T>& pass) {
+    return core::reduce_rows<double>(pass.inputs.log_probs.rows, policy_sums_width, pass.options.threads, [&](index_type begin, index_type end, double* partial) {
+        policy_loss_buffers<T> buffers(pass.inputs);
+        for (index_type row = begin; row < end; ++row) policy_loss_row<V>(pass, buffers, row, partial);
+        if (pass.stream) core::stream_fence();
+    });
+}
+
+// The variant the options ask for, chosen at run time once.
+template <class T>
+const double* run_policy_loss(const policy_loss_pass<T>& pass) {
+    const auto& options = pass.options;
+    const bool entropy = options.entropy_coefficient != 0, ppo = options.surrogate.mode == surrogate_mode::ppo_clip;
+    if (!options.use_kl_loss) {
+        return core::with_flags(
+            [&](auto with_entropy, auto fused) {
+                return policy_loss_rows<policy_loss_variant<kl_estimator::k1, false, false, decltype(with_entropy)::value, decltype(fused)::value>>(pass);
+            },
+            entropy, ppo);
+    }
+    return with_kl_estimator(options.kl, [&](auto estimator, auto straight) {
+        return core::with_flags(
+            [&](auto with_entropy, auto fused) {
+                return policy_loss_rows<policy_loss_variant<decltype(estimator)::value, decltype(straight)::value, true, decltype(with_entropy)::value,
+                                                            decltype(fused)::value>>(pass);
+            },
+            entropy, ppo);
+    });
+}
+
+// Streaming needs float storage, a gradient past the caches, and 64-byte aligned whole-batch rows.
+template <class T>
+bool streams_gradient(const matrix_view<T>& gradient) {
+    if constexpr (core::can_stream_v<T> && std::is_same_v<T, float>) {
+        return !gradient.empty() && static_cast<double>(gradient.size()) * sizeof(T) > policy_gradient_stream_bytes &&
+               reinterpret_cast<std::uintptr_t>(gradient.data) % 64 == 0 && (gradient.row_stride * sizeof(T)) % 64 == 0 &&
+               gradient.cols % core::width<core::compute_t<T>> == 0;
+    } else {
+        (void)gradient;
+        return false;
+    }
+}
+
+template <class T>
+void validate_policy_loss(const policy_inputs<T>& inputs, const matrix_view<T>& gradient, const matrix_view<T>& entropy_gradient,
+                          const policy_loss_options& options) {
+    validate(options.surrogate);
+    validate(inputs, options.surrogate.mode);
+    const auto& x = inputs.log_probs;
+    core::require(std::isfinite(options.kl_coefficient), "kl_coefficient must be finite, got ", options.kl_coefficient);
+    core::require(std::isfinite(options.entropy_coefficient), "entropy_coefficient must be finite, got ", options.entropy_coefficient);
+    core::require(!options.use_kl_loss || !inputs.ref_log_probs.empty() || x.size() == 0, "ref_log_probs are needed when use_kl_loss is set");
+    core::require(options.entropy_coefficient == 0 || !inputs.entropies.empty() || x.size() == 0,
+                  "entropies are needed when entropy_coefficient is not 0");
+    if (!gradient.empty()) core::require_same_shape("log_probs_gradient", gradient, "log_probs", x);
+    if (!entropy_gradient.empty()) core::require_same_shape("entropy_gradient", entropy_gradient, "log_probs", x);
+}
+
+// The result from the totals of add_row_sums.
+inline policy_loss_result policy_loss_totals(const double* totals, const policy_loss_options& options, index_type rows) {
+    policy_loss_result result;
+    result.policy_loss = totals[0];
+    result.kl_loss = totals[1];
+    result.entropy_loss = totals[2];
+    result.loss = totals[0] + options.kl_coefficient * (options.use_kl_loss ? totals[1] : 0.0) - options.entropy_coefficient * totals[2];
+    result.metrics.token_count = totals[6];
+    if (totals[6] > 0) {
+        result.metrics.clip_fraction = totals[3] / totals[6];
+        result.metrics.clip_fraction_lower = totals[4] / totals[6];
+        result.metrics.approx_kl = totals[5] / totals[6];
+    }
+    result.sequence_count = options.aggregation.count_empty_rows ? static_cast<double>(rows) : totals[7];
+    return result;
+}
+
+template <class T>
+policy_loss_result policy_loss(const policy_inputs<T>& inputs, matrix_view<T> gradient, matrix_view<T> entropy_gradient, const policy_loss_options& options) {
+    using C = core::compute_t<T>;
+    validate_policy_loss(inputs, gradient, entropy_gradient, options);
+    const index_type rows = inputs.log_probs.rows;
+    const policy_loss_pass<T> pass{inputs,
+                                   gradient,
+                                   entropy_gradient,
+                                   options,
+                                   plan_aggregation(options.aggregation, inputs.mask, rows, inputs.log_probs.cols, options.threads),
+                                   surrogate_parameters<C>(options.surrogate),
+                                   is_sequence_level(options.surrogate.mode),
+                                   options.aggregation.mask_values == mask_rule::binary,
+                                   streams_gradient(gradient),
+                                   static_cast<C>(options.kl_coefficient),
+                                   static_cast<C>(options.entropy_coefficient)};
+    const double* totals = run_policy_loss(pass);
+    const policy_loss_result result = policy_loss_totals(totals, options, rows);
+    check_after_pass(pass.plan, totals[6], result.sequence_count, totals[8]);
+    return result;
+}
+
+}  // namespace normkit::loss::detail
+
+namespace normkit::loss {
+
+template <class T>
+policy_loss_result policy_loss(const policy_inputs<T>& inputs, policy_gradient_t<T> log_probs_gradient, policy_gradient_t<T> entropy_gradient,
+                               const policy_loss_options& options) {
+    static_assert(same_storage_v<T>, "policy_loss: the inputs must be float, double, bfloat16 or half");
+    return detail::policy_loss<T>(inputs, log_probs_gradient, entropy_gradient, options);
+}
+
+}  // namespace normkit::loss

@@ -1,0 +1,401 @@
+// The policy surrogates' implementation (not a public header: loss/surrogate.hpp includes it after
+// its public types): the per-batch formulas, the per-row state of the sequence forms, and the pass.
+#pragma once
+
+#include "chunks.hpp"
+
+#include "../../core/math.hpp"
+#include "../../core/parallel.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+
+namespace normkit::loss::detail {
+
+
+inline bool uses_old_log_probs(surrogate_mode mode) { return mode != surrogate_mode::reinforce && mode != surrogate_mode::gft; }
+
+inline bool is_sequence_level(surrogate_mode mode) {
+    return mode == surrogate_mode::gspo_token || mode == surrogate_mode::gspo_sequence || mode == surrogate_mode::gmpo;
+}
+
+inline void validate(const surrogate_options& options) {
+    core::require(std::isfinite(options.epsilon_low) && options.epsilon_low >= 0, "epsilon_low must be finite and >= 0, got ",
+                  options.epsilon_low);
+    core::require(std::isfinite(options.epsilon_high) && options.epsilon_high >= 0, "epsilon_high must be finite and >= 0, got ",
+                  options.epsilon_high);
+    core::require(options.mode != surrogate_mode::cispo_cap || options.epsilon_high > 0,
+                  "epsilon_high (the cispo_cap cap) must be > 0, got ", options.epsilon_high);
+    core::require(!options.dual_clip || (std::isfinite(*options.dual_clip) && *options.dual_clip > 1), "dual_clip c must be > 1, got ",
+                  options.dual_clip ? *options.dual_clip : 0.0);
+    core::require(options.log_ratio_clamp > 0, "log_ratio_clamp must be > 0 (infinity for none), got ", options.log_ratio_clamp);
+    core::require(std::isfinite(options.tau_positive) && options.tau_positive > 0 && std::isfinite(options.tau_negative) &&
+                      options.tau_negative > 0,
+                  "tau_positive and tau_negative must be > 0, got ", options.tau_positive, " and ", options.tau_negative);
+    core::require(std::isfinite(options.gft_threshold) && options.gft_threshold >= 0, "gft_threshold must be finite and >= 0, got ",
+                  options.gft_threshold);
+}
+
+template <class T>
+void validate(const policy_inputs<T>& inputs, surrogate_mode mode) {
+    const auto& x = inputs.log_probs;
+    core::require_data("log_probs", x);
+    if (uses_old_log_probs(mode)) {
+        core::require(!inputs.old_log_probs.empty() || x.size() == 0, "old_log_probs are needed by this surrogate mode");
+    }
+    if (!inputs.old_log_probs.empty()) core::require_same_shape("old_log_probs", inputs.old_log_probs, "log_probs", x);
+    core::require(!inputs.advantages.empty() || x.size() == 0, "advantages are missing");
+    if (!inputs.advantages.empty())
+        core::require(inputs.advantages.rows == x.rows && (inputs.advantages.cols == x.cols || inputs.advantages.cols == 1), "advantages has shape ",
+                      inputs.advantages.rows, "x", inputs.advantages.cols, " but log_probs has shape ", x.rows, "x", x.cols, " (expected ",
+                      x.rows, "x", x.cols, " or ", x.rows, "x1)");
+    if (!inputs.mask.empty()) core::require_same_shape("mask", inputs.mask, "log_probs", x);
+    if (!inputs.ref_log_probs.empty()) core::require_same_shape("ref_log_probs", inputs.ref_log_probs, "log_probs", x);
+    if (!inputs.entropies.empty()) core::require_same_shape("entropies", inputs.entropies, "log_probs", x);
+}
+
+template <class C>
+struct surrogate_parameters {
+    surrogate_mode mode;
+    C low, high, epsilon_low, epsilon_high, dual, log_clamp, tau_positive, tau_negative, threshold;
+
+    explicit surrogate_parameters(const surrogate_options& options)
+        : mode(options.mode),
+          low(static_cast<C>(1 - options.epsilon_low)),
+          high(static_cast<C>(1 + options.epsilon_high)),
+          epsilon_low(static_cast<C>(options.epsilon_low)),
+          epsilon_high(static_cast<C>(options.epsilon_high)),
+          dual(options.dual_clip ? static_cast<C>(*options.dual_clip) : std::numeric_limits<C>::infinity()),
+          log_clamp(static_cast<C>(options.log_ratio_clamp)),
+          tau_positive(static_cast<C>(options.tau_positive)),
+          tau_negative(static_cast<C>(options.tau_negative)),
+          threshold(static_cast<C>(options.gft_threshold)) {}
+};
+
+// Per-row state of the sequence forms.
+template <class C>
+struct sequence_state {
+    C ratio = 1;           // s_i (gspo) or R_i (gmpo)
+    C passes = 1;          // gspo_token: 1 if z ≤ 10 (the clamp passes the gradient)
+    C gradient_scale = 0;  // gspo_sequence, gmpo: D_i·s_i/n_i with D_i = Σ_t v_t ∂ℓ_t/∂s
+};
+
+template <class C>
+struct token_terms {
+    core::batch<C> loss, derivative, clipped, clipped_lower, negative_log_ratio;
+};
+
+template <surrogate_mode M, class C>
+[[gnu::always_inline]] inline token_terms<C> surrogate_batch(const surrogate_parameters<C>& p, const sequence_state<C>& row, const core::batch<C>& x,
+                                      const core::batch<C>& old, const core::batch<C>& a) {
+    using core::batch;
+    const batch<C> zero(C(0)), one(C(1));
+    token_terms<C> out{zero, zero, zero, zero, zero};
+    const batch<C> raw = x - old;
+    const batch<C> limit(p.log_clamp);
+    const batch<C> d = minimum(maximum(raw, -limit), limit);
+    const auto passes = absolute(raw) <= limit;
+    out.negative_log_ratio = -d;
+    const auto ppo_form = [&](const batch<C>& r, const batch<C>& slope) {
+        // ℓ = max(−A·r, −A·clip(r)); the clipped side, when strictly larger, has zero gradient.
+        const batch<C> unclipped = -a * r;
+        const batch<C> clipped = -a * minimum(maximum(r, batch<C>(p.low)), batch<C>(p.high));
+        const auto on_clip = clipped > unclipped;
+        out.loss = xsimd::select(on_clip, clipped, unclipped);
+        out.derivative = xsimd::select(on_clip, zero, -a * slope);
+        out.clipped = xsimd::select(on_clip, one, zero);
+    };
+    if constexpr (M == surrogate_mode::ppo_clip) {
+        const batch<C> r = core::exp(d);
+        ppo_form(r, r);
+        const batch<C> cap = -a * batch<C>(p.dual);
+        const auto lower = (a < zero) & (out.loss > cap);
+        out.loss = xsimd::select(lower, cap, out.loss);
+        out.derivative = xsimd::select(lower | !passes, zero, out.derivative);
+        out.clipped_lower = xsimd::select(lower, one, zero);
+    } else if constexpr (M == surrogate_mode::cispo_clip || M == surrogate_mode::cispo_cap) {
+        const batch<C> r = core::exp(d);
+        const batch<C> coefficient = M == surrogate_mode::cispo_clip ? minimum(maximum(r, batch<C>(p.low)), batch<C>(p.high))
+                                                                     : minimum(r, batch<C>(p.epsilon_high));
+        out.loss = -coefficient * a * x;
+        out.derivative = -coefficient * a;
+        out.clipped = xsimd::select(coefficient != r, one, zero);
+    } else if constexpr (M == surrogate_mode::gspo_token || M == surrogate_mode::gspo_sequence) {
+        ppo_form(batch<C>(row.ratio), batch<C>(row.ratio));
+        if constexpr (M == surrogate_mode::gspo_token) {
+            out.derivative *= batch<C>(row.passes);
+        } else {
+            out.derivative = batch<C>(row.gradient_scale);
+        }
+        // verl's gspo reports the token-level ppo_kl of the unclamped log-ratio.
+        out.negative_log_ratio = -raw;
+    } else if constexpr (M == surrogate_mode::sapo) {
+        const batch<C> r = core::exp(d);
+        const batch<C> tau = xsimd::select(a > zero, batch<C>(p.tau_positive), batch<C>(p.tau_negative));
+        const batch<C> sigma = one / (one + core::exp(-tau * (r - one)));
+        out.loss = -a * sigma * (C(4) / tau);
+        out.derivative = xsimd::select(passes, -a * C(4) * sigma * (one - sigma) * r, zero);
+    } else if constexpr (M == surrogate_mode::reinforce) {
+        out.loss = -a * x;
+        out.derivative = -a;
+    } else if constexpr (M == surrogate_mode::gft) {
+        const batch<C> probability = core::exp(x);
+        const batch<C> coefficient = xsimd::select(probability > batch<C>(p.threshold), one, probability);
+        out.loss = -a * coefficient * x;
+        out.derivative = -a * coefficient;
+    } else {  // gmpo
+        const auto positive = a > zero, negative = a < zero;
+        const auto active = ((positive & (d <= batch<C>(p.epsilon_high))) | (negative & (d >= -batch<C>(p.epsilon_low)))) & passes;
+        out.loss = -a * batch<C>(row.ratio);
+        out.derivative = xsimd::select(active, batch<C>(row.gradient_scale), zero);
+        out.clipped = xsimd::select((positive & (d > batch<C>(p.epsilon_high))) | (negative & (d < -batch<C>(p.epsilon_low))), one, zero);
+    }
+    return out;
+}
+
+// GMPO's pessimistic clipped log-ratio, and GSPO's plain one, for the row's mean.
+template <class C>
+inline core::batch<C> sequence_log_ratio(const surrogate_parameters<C>& p, const core::batch<C>& x, const core::batch<C>& old,
+                                         const core::batch<C>& a) {
+    using core::batch;
+    const batch<C> raw = x - old;
+    if (p.mode != surrogate_mode::gmpo) return raw;
+    const batch<C> limit(p.log_clamp), zero(C(0));
+    const batch<C> d = minimum(maximum(raw, -limit), limit);
+    return xsimd::select(a > zero, minimum(d, batch<C>(p.epsilon_high)),
+                         xsimd::select(a < zero, maximum(d, -batch<C>(p.epsilon_low)), zero));
+}
+
+// The compute-type chunks of one row: converted from storage when needed, the per-sample advantage
+// broadcast, and ones for an absent mask.
+template <class T>
+struct row_reader {
+    using C = core::compute_t<T>;
+    const policy_inputs<T>& inputs;
+    chunk_buffer<C> x_buffer, old_buffer, advantage_buffer, mask_buffer, ones, extra_buffer;
+    index_type row = 0;
+    bool broadcast = false;
+
+    explicit row_reader(const policy_inputs<T>& inputs_) : inputs(inputs_) {
+        std::fill(ones.values, ones.values + chunk_size, C(1));
+        broadcast = inputs.advantages.cols == 1 && inputs.log_probs.cols != 1;
+    }
+    void start(index_type row_) {
+        row = row_;
+        if (broadcast) std::fill(advantage_buffer.values, advantage_buffer.values + chunk_size, core::to_compute(inputs.advantages(row, 0)));
+    }
+    const C* x(index_type offset, index_type n) { return compute_chunk(inputs.log_probs.row(row) + offset, n, x_buffer.values); }
+    // Modes without old log-probs read x itself: d = 0.
+    const C* old(index_type offset, index_type n, const C* x_chunk) {
+        return inputs.old_log_probs.empty() ? x_chunk : compute_chunk(inputs.old_log_probs.row(row) + offset, n, old_buffer.values);
+    }
+    const C* advantages(index_type offset, index_type n) {
+        return broadcast ? advantage_buffer.values : compute_chunk(inputs.advantages.row(row) + offset, n, advantage_buffer.values);
+    }
+    const C* mask(index_type offset, index_type n) {
+        return inputs.mask.empty() ? ones.values : compute_chunk(inputs.mask.row(row) + offset, n, mask_buffer.values);
+    }
+    const C* extra(const matrix_view<const T>& source, index_type offset, index_type n) {
+        return compute_chunk(source.row(row) + offset, n, extra_buffer.values);
+    }
+};
+
+// The sequence state of the current row. `weights` (upstream ∂loss/∂ℓ, same shape) gives D_i; when
+// absent, D_i uses the mask (the caller then multiplies by its row scale a_i).
+template <class T>
+sequence_state<core::compute_t<T>> sequence_row(const surrogate_parameters<core::compute_t<T>>& p, row_reader<T>& reader,
+                                                const matrix_view<const T>* weights) {
+    using C = core::compute_t<T>;
+    using core::batch;
+    sequence_state<C> state;
+    const index_type cols = reader.inputs.log_probs.cols;
+    double count = 0, log_ratio_sum = 0, positive = 0, negative = 0;
+    const batch<C> zero(C(0));
+    for (index_type offset = 0; offset < cols; offset += chunk_size) {
+        const index_type n = std::min(chunk_size, cols - offset);
+        const C* x = reader.x(offset, n);
+        const C* old = reader.old(offset, n, x);
+        const C* a = reader.advantages(offset, n);
+        const C* m = reader.mask(offset, n);
+        const C* v = weights ? reader.extra(*weights, offset, n) : m;
+        const auto sums = core::sum_batches<4, C>(n, [&](index_type i, index_type c) {
+            const auto mv = core::load(m + i, c);
+            const auto selected = mv != zero;
+            const auto av = core::load(a + i, c);
+            const auto va = xsimd::select(selected, core::load(v + i, c) * av, zero);
+            const auto g = sequence_log_ratio(p, core::load(x + i, c), core::load(old + i, c), av);
+            return std::array<batch<C>, 4>{mv, xsimd::select(selected, mv * g, zero), xsimd::select(av > zero, va, zero),
+                                           xsimd::select(av < zero, va, zero)};
+        });
+        count += static_cast<double>(sums[0]);
+        log_ratio_sum += static_cast<double>(sums[1]);
+        positive += static_cast<double>(sums[2]);
+        negative += static_cast<double>(sums[3]);
+    }
+    const double z = count > 0 ? log_ratio_sum / count : 0.0;
+    if (p.mode == surrogate_mode::gspo_token) {
+        state.ratio = static_cast<C>(std::exp(std::min(z, 10.0)));
+        state.passes = z <= 10.0 ? C(1) : C(0);
+    } else if (p.mode == surrogate_mode::gspo_sequence) {
+        const double limit = static_cast<double>(p.log_clamp);
+        const double s = std::exp(std::clamp(z, -limit, limit));
+        state.ratio = static_cast<C>(s);
+        const double sv = static_cast<double>(state.ratio);
+        const double derivative = -(positive * (sv <= static_cast<double>(p.high) ? 1.0 : 0.0) + negative * (sv >= static_cast<double>(p.low) ? 1.0 : 0.0));
+        state.gradient_scale = count > 0 && std::abs(z) <= limit ? static_cast<C>(derivative * s / count) : C(0);
+    } else {
+        const double s = std::exp(z);
+        state.ratio = static_cast<C>(s);
+        state.gradient_scale = count > 0 ? static_cast<C>(-(positive + negative) * s / count) : C(0);
+    }
+    return state;
+}
+
+// Masked sums a row accumulates lane-wise (reduced once per row).
+template <class C>
+struct surrogate_sums {
+    // Parentheses, not braces: a braced batch is xsimd's lane-by-lane initializer list.
+    core::batch<C> clipped = core::batch<C>(C(0)), clipped_lower = core::batch<C>(C(0)), negative_log_ratio = core::batch<C>(C(0)),
+                   tokens = core::batch<C>(C(0));
+
+    [[gnu::always_inline]] void add(const token_terms<C>& terms, const core::batch<C>& mask, const core::batch_mask<C>& selected) {
+        const core::batch<C> zero(C(0));
+        clipped += xsimd::select(selected, mask * terms.clipped, zero);
+        clipped_lower += xsimd::select(selected, mask * terms.clipped_lower, zero);
+        negative_log_ratio += xsimd::select(selected, mask * terms.negative_log_ratio, zero);
+        tokens += mask;
+    }
+};
+
+// One chunk: ℓ and the derivative into buffers, the masked metrics into `sums`.
+template <surrogate_mode M, class C>
+void surrogate_chunk_as(const surrogate_parameters<C>& p, const sequence_state<C>& row, const C* x, const C* old, const C* a, const C* m,
+                        index_type n, C* loss, C* derivative, surrogate_sums<C>& sums) {
+    using core::batch;
+    constexpr index_type lanes = core::width<C>;
+    const batch<C> zero(C(0));
+    for (index_type i = 0; i < n; i += lanes) {
+        const index_type c = std::min(lanes, n - i);
+        const auto terms = surrogate_batch<M>(p, row, core::load(x + i, c), core::load(old + i, c), core::load(a + i, c));
+        terms.loss.store_aligned(loss + i);
+        terms.derivative.store_aligned(derivative + i);
+        const auto mv = core::load(m + i, c);
+        sums.add(terms, mv, mv != zero);
+    }
+}
+
+template <class C>
+void surrogate_chunk(const surrogate_parameters<C>& p, const sequence_state<C>& row, const C* x, const C* old, const C* a, const C* m,
+                     index_type n, C* loss, C* derivative, surrogate_sums<C>& sums) {
+    switch (p.mode) {
+        case surrogate_mode::ppo_clip: return surrogate_chunk_as<surrogate_mode::ppo_clip>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::cispo_clip: return surrogate_chunk_as<surrogate_mode::cispo_clip>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::cispo_cap: return surrogate_chunk_as<surrogate_mode::cispo_cap>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::gspo_token: return surrogate_chunk_as<surrogate_mode::gspo_token>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::gspo_sequence:
+            return surrogate_chunk_as<surrogate_mode::gspo_sequence>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::sapo: return surrogate_chunk_as<surrogate_mode::sapo>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::reinforce: return surrogate_chunk_as<surrogate_mode::reinforce>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::gmpo: return surrogate_chunk_as<surrogate_mode::gmpo>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::gft: return surrogate_chunk_as<surrogate_mode::gft>(p, row, x, old, a, m, n, loss, derivative, sums);
+    }
+}
+
+// Adds a row's metric sums into partial[0..3].
+template <class C>
+void add_surrogate_sums(const surrogate_sums<C>& sums, double* partial) {
+    partial[0] += static_cast<double>(core::horizontal_sum(sums.clipped));
+    partial[1] += static_cast<double>(core::horizontal_sum(sums.clipped_lower));
+    partial[2] += static_cast<double>(core::horizontal_sum(sums.negative_log_ratio));
+    partial[3] += static_cast<double>(core::horizontal_sum(sums.tokens));
+}
+
+// Forward (loss_out given) or backward (upstream and gradient_out given).
+template <class T>
+surrogate_metrics policy_surrogate(const policy_inputs<T>& inputs, matrix_view<T> loss_out, const matrix_view<const T>* upstream,
+                                   matrix_view<T> gradient_out, const surrogate_options& options, int threads) {
+    using C = core::compute_t<T>;
+    using core::batch;
+    validate(options);
+    validate(inputs, options.mode);
+    const auto& x = inputs.log_probs;
+    if (!loss_out.empty()) core::require_same_shape("loss", loss_out, "log_probs", x);
+    if (upstream) core::require_same_shape("loss_gradient", *upstream, "log_probs", x);
+    if (!gradient_out.empty()) core::require_same_shape("log_probs_gradient", gradient_out, "log_probs", x);
+    const surrogate_parameters<C> p(options);
+    const bool sequence = is_sequence_level(options.mode);
+    const bool coupled = options.mode == surrogate_mode::gspo_sequence || options.mode == surrogate_mode::gmpo;
+    const index_type cols = x.cols;
+
+    const double* totals = core::reduce_rows<double>(x.rows, 4, threads, [&](index_type begin, index_type end, double* partial) {
+        row_reader<T> reader(inputs);
+        chunk_buffer<C> loss_buffer, derivative_buffer, upstream_buffer;
+        for (index_type row = begin; row < end; ++row) {
+            reader.start(row);
+            const sequence_state<C> state = sequence ? sequence_row(p, reader, upstream) : sequence_state<C>{};
+            surrogate_sums<C> sums;
+            for (index_type offset = 0; offset < cols; offset += chunk_size) {
+                const index_type n = std::min(chunk_size, cols - offset);
+                const C* xc = reader.x(offset, n);
+                const C* oc = reader.old(offset, n, xc);
+                const C* ac = reader.advantages(offset, n);
+                const C* mc = reader.mask(offset, n);
+                surrogate_chunk(p, state, xc, oc, ac, mc, n, loss_buffer.values, derivative_buffer.values, sums);
+                if (!loss_out.empty()) store_chunk(loss_out.row(row) + offset, loss_buffer.values, n);
+                if (upstream && !gradient_out.empty()) {
+                    const C* w = compute_chunk(upstream->row(row) + offset, n, upstream_buffer.values);
+                    const batch<C> zero(C(0));
+                    core::for_each_batch<C>(n, [&](index_type i, index_type c) {
+                        const auto mv = core::load(mc + i, c);
+                        const auto g = batch<C>::load_aligned(derivative_buffer.values + i);
+                        // Coupled forms: ∂s/∂x_t carries m_t/n_i; the others: w_t·∂ℓ_t/∂x_t.
+                        const auto value = coupled ? mv * g : core::load(w + i, c) * g;
+                        core::store(gradient_out.row(row) + offset + i, xsimd::select(mv != zero, value, zero), c);
+                    });
+                }
+            }
+            add_surrogate_sums(sums, partial);
+        }
+    });
+    surrogate_metrics metrics;
+    metrics.token_count = totals[3];
+    if (totals[3] > 0) {
+        metrics.clip_fraction = totals[0] / totals[3];
+        metrics.clip_fraction_lower = totals[1] / totals[3];
+        metrics.approx_kl = totals[2] / totals[3];
+    }
+    return metrics;
+}
+
+}  // namespace normkit::loss::detail
+
+namespace normkit::loss {
+
+template <class LogProbs, class Advantages>
+policy_inputs<element_t<LogProbs>> make_policy_inputs(const LogProbs& log_probs, const_matrix_t<LogProbs> old_log_probs, const Advantages& advantages,
+                                                      const_matrix_t<LogProbs> mask, const_matrix_t<LogProbs> ref_log_probs,
+                                                      const_matrix_t<LogProbs> entropies) {
+    using T = element_t<LogProbs>;
+    static_assert(same_storage_v<T, LogProbs, Advantages>, "make_policy_inputs: all inputs must have one storage type");
+    return {view(log_probs), old_log_probs, view(advantages), mask, ref_log_probs, entropies};
+}
+
+template <class T, class Loss>
+surrogate_metrics policy_surrogate_forward(const policy_inputs<T>& inputs, Loss&& loss, const policy_surrogate_options& options) {
+    static_assert(same_storage_v<T, Loss>, "policy_surrogate_forward: loss must have the inputs' storage type");
+    const matrix_view<T> out = view(loss);
+    core::require(!out.empty() || inputs.log_probs.size() == 0, "loss is missing (", inputs.log_probs.rows, "x", inputs.log_probs.cols, " expected)");
+    return detail::policy_surrogate<T>(inputs, out, nullptr, {}, options, options.threads);
+}
+
+template <class T, class LossGradient>
+surrogate_metrics policy_surrogate_backward(const LossGradient& loss_gradient, const policy_inputs<T>& inputs, policy_gradient_t<T> log_probs_gradient,
+                                            const policy_surrogate_options& options) {
+    static_assert(same_storage_v<T, LossGradient>, "policy_surrogate_backward: loss_gradient must have the inputs' storage type");
+    const matrix_view<const T> upstream = view(loss_gradient);
+    return detail::policy_surrogate<T>(inputs, {}, &upstream, log_probs_gradient, options, options.threads);
+}
+
+}  // namespace normkit::loss
