@@ -14,7 +14,6 @@
 
 namespace normkit::loss::detail {
 
-
 inline bool uses_old_log_probs(surrogate_mode mode) { return mode != surrogate_mode::reinforce && mode != surrogate_mode::gft; }
 
 inline bool is_sequence_level(surrogate_mode mode) {
@@ -87,9 +86,11 @@ struct token_terms {
     core::batch<C> loss, derivative, clipped, clipped_lower, negative_log_ratio;
 };
 
+// ℓ, ∂ℓ/∂x and the metric flags of one batch of tokens under surrogate M. Forced inline, as the
+// fused policy-loss step calls it per batch: a call would pass the batches through memory.
 template <surrogate_mode M, class C>
 [[gnu::always_inline]] inline token_terms<C> surrogate_batch(const surrogate_parameters<C>& p, const sequence_state<C>& row, const core::batch<C>& x,
-                                      const core::batch<C>& old, const core::batch<C>& a) {
+                                                             const core::batch<C>& old, const core::batch<C>& a) {
     using core::batch;
     const batch<C> zero(C(0)), one(C(1));
     token_terms<C> out{zero, zero, zero, zero, zero};
