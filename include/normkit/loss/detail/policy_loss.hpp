@@ -27,8 +27,10 @@ struct policy_loss_variant {
     static constexpr bool straight_through = StraightThrough, kl = Kl, entropy = Entropy, fused_ppo = FusedPpo;
 };
 
-// Past this many gradient bytes the gradient no longer fits the caches beside the inputs (it is a
-// fifth of the pass's traffic), and streaming stores save the read-for-ownership of each line.
+// The pass moves five times the gradient's bytes (four inputs and the gradient), so past this many
+// gradient bytes its working set is past the share of the last-level cache one core can count on
+// (core/execution.hpp's default_stream_above_bytes, for an output alone), and streaming stores save
+// the read-for-ownership of every gradient line.
 inline constexpr double policy_gradient_stream_bytes = 4e6;
 
 // What every row of one call shares.
@@ -55,8 +57,7 @@ struct policy_loss_buffers {
 
 // One row's scales and its lane-wise sums (reduced once at the row's end). The sequence state and the
 // surrogate's metrics are kept apart: surrogate_chunk takes them by reference, and what it cannot
-// see stays in registers (which also keeps the compiler's contraction choices, hence the bits, of
-// the pass this one replaced).
+// see stays in registers.
 template <class C>
 struct policy_row {
     core::batch<C> a, entropy_scale;  // a_i and −c_H·a_i
@@ -101,6 +102,22 @@ template <class T, class C>
     core::store(gradient_row, value, c);
 }
 
+// The optional terms of one batch: β·∂k/∂x added to g and m·k to the row's KL sum (kl.hpp); m·H to
+// its entropy sum (whose gradient, −c_H·a_i·m, needs no per-token value).
+template <class V, class T, class C = core::compute_t<T>>
+[[gnu::always_inline]] inline void kl_entropy_step(const policy_loss_pass<T>& pass, const policy_chunk<T>& chunk, index_type i, index_type c,
+                                                   const core::batch<C>& mv, const core::batch_mask<C>& selected, core::batch<C>& g, policy_row<C>& row) {
+    using core::batch;
+    const batch<C> zero(C(0));
+    if constexpr (V::kl) {
+        batch<C> k, gk;
+        kl_batch<V::estimator, V::straight_through>(core::load(chunk.x + i, c), core::load(chunk.reference + i, c), pass.options.kl.clamp, k, gk);
+        g += batch<C>(pass.beta) * gk;
+        row.kl += xsimd::select(selected, mv * k, zero);
+    }
+    if constexpr (V::entropy) row.entropy += xsimd::select(selected, mv * core::load(chunk.entropies + i, c), zero);
+}
+
 // One batch of tokens: the surrogate, the KL and entropy terms, both gradients, and the row's sums.
 template <class V, class T, class C = core::compute_t<T>>
 [[gnu::always_inline]] inline void policy_step(const policy_loss_pass<T>& pass, const policy_chunk<T>& chunk, const policy_loss_buffers<T>& buffers,
@@ -113,13 +130,7 @@ template <class V, class T, class C = core::compute_t<T>>
     const auto bad = pass.binary ? (selected & (mv != one)) : !((mv >= zero) & (mv < infinity));
     batch<C> ell, g;
     surrogate_step<V>(pass, chunk, buffers, i, c, mv, selected, state, metrics, ell, g);
-    if constexpr (V::kl) {
-        batch<C> k, gk;
-        kl_batch<V::estimator, V::straight_through>(core::load(chunk.x + i, c), core::load(chunk.reference + i, c), pass.options.kl.clamp, k, gk);
-        g += batch<C>(pass.beta) * gk;
-        row.kl += xsimd::select(selected, mv * k, zero);
-    }
-    if constexpr (V::entropy) row.entropy += xsimd::select(selected, mv * core::load(chunk.entropies + i, c), zero);
+    kl_entropy_step<V>(pass, chunk, i, c, mv, selected, g, row);
     if (chunk.gradient) store_gradient(pass, chunk.gradient + i, c, xsimd::select(selected, row.a * mv * g, zero));
     if (chunk.entropy_gradient) core::store(chunk.entropy_gradient + i, xsimd::select(selected, row.entropy_scale * mv, zero), c);
     row.policy += xsimd::select(selected, mv * ell, zero);
