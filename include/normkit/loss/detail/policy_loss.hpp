@@ -277,12 +277,7 @@ inline policy_loss_result policy_loss_totals(const double* totals, const policy_
     result.kl_loss = totals[1];
     result.entropy_loss = totals[2];
     result.loss = totals[0] + options.kl_coefficient * (options.use_kl_loss ? totals[1] : 0.0) - options.entropy_coefficient * totals[2];
-    result.metrics.token_count = totals[6];
-    if (totals[6] > 0) {
-        result.metrics.clip_fraction = totals[3] / totals[6];
-        result.metrics.clip_fraction_lower = totals[4] / totals[6];
-        result.metrics.approx_kl = totals[5] / totals[6];
-    }
+    result.metrics = surrogate_metrics_from(totals + 3);
     result.sequence_count = options.aggregation.count_empty_rows ? static_cast<double>(rows) : totals[7];
     return result;
 }

@@ -313,12 +313,37 @@ void add_surrogate_sums(const surrogate_sums<C>& sums, double* partial) {
     partial[3] += static_cast<double>(core::horizontal_sum(sums.tokens));
 }
 
-// Forward (loss_out given) or backward (upstream and gradient_out given).
+// The metrics from the sums add_surrogate_sums made: clipped, clipped lower, x_old − x, tokens.
+inline surrogate_metrics surrogate_metrics_from(const double* sums) {
+    surrogate_metrics metrics;
+    metrics.token_count = sums[3];
+    if (sums[3] > 0) {
+        metrics.clip_fraction = sums[0] / sums[3];
+        metrics.clip_fraction_lower = sums[1] / sums[3];
+        metrics.approx_kl = sums[2] / sums[3];
+    }
+    return metrics;
+}
+
+// One chunk of ∂loss/∂x into storage: w_t·∂ℓ_t/∂x_t, or for the coupled forms m_t times the row's
+// D_i·s_i/n_i (which `derivative` already holds); 0 where m = 0.
+template <class T, class C = core::compute_t<T>>
+void store_surrogate_gradient(const C* derivative, const C* mask, const C* upstream, bool coupled, index_type n, T* gradient) {
+    using core::batch;
+    const batch<C> zero(C(0));
+    core::for_each_batch<C>(n, [&](index_type i, index_type c) {
+        const auto mv = core::load(mask + i, c);
+        const auto g = batch<C>::load_aligned(derivative + i);
+        const auto value = coupled ? mv * g : core::load(upstream + i, c) * g;
+        core::store(gradient + i, xsimd::select(mv != zero, value, zero), c);
+    });
+}
+
+// Forward (loss_out given) or backward (upstream given, gradient_out optional).
 template <class T>
 surrogate_metrics policy_surrogate(const policy_inputs<T>& inputs, matrix_view<T> loss_out, const matrix_view<const T>* upstream,
                                    matrix_view<T> gradient_out, const surrogate_options& options, int threads) {
     using C = core::compute_t<T>;
-    using core::batch;
     validate(options);
     validate(inputs, options.mode);
     const auto& x = inputs.log_probs;
@@ -328,8 +353,8 @@ surrogate_metrics policy_surrogate(const policy_inputs<T>& inputs, matrix_view<T
     const surrogate_parameters<C> p(options);
     const bool sequence = is_sequence_level(options.mode);
     const bool coupled = options.mode == surrogate_mode::gspo_sequence || options.mode == surrogate_mode::gmpo;
+    const bool writes_gradient = upstream && !gradient_out.empty();
     const index_type cols = x.cols;
-
     const double* totals = core::reduce_rows<double>(x.rows, 4, threads, [&](index_type begin, index_type end, double* partial) {
         row_reader<T> reader(inputs);
         chunk_buffer<C> loss_buffer, derivative_buffer, upstream_buffer;
@@ -340,34 +365,18 @@ surrogate_metrics policy_surrogate(const policy_inputs<T>& inputs, matrix_view<T
             for (index_type offset = 0; offset < cols; offset += chunk_size) {
                 const index_type n = std::min(chunk_size, cols - offset);
                 const C* xc = reader.x(offset, n);
-                const C* oc = reader.old(offset, n, xc);
-                const C* ac = reader.advantages(offset, n);
                 const C* mc = reader.mask(offset, n);
-                surrogate_chunk(p, state, xc, oc, ac, mc, n, loss_buffer.values, derivative_buffer.values, sums);
+                surrogate_chunk(p, state, xc, reader.old(offset, n, xc), reader.advantages(offset, n), mc, n, loss_buffer.values, derivative_buffer.values,
+                                sums);
                 if (!loss_out.empty()) store_chunk(loss_out.row(row) + offset, loss_buffer.values, n);
-                if (upstream && !gradient_out.empty()) {
-                    const C* w = compute_chunk(upstream->row(row) + offset, n, upstream_buffer.values);
-                    const batch<C> zero(C(0));
-                    core::for_each_batch<C>(n, [&](index_type i, index_type c) {
-                        const auto mv = core::load(mc + i, c);
-                        const auto g = batch<C>::load_aligned(derivative_buffer.values + i);
-                        // Coupled forms: ∂s/∂x_t carries m_t/n_i; the others: w_t·∂ℓ_t/∂x_t.
-                        const auto value = coupled ? mv * g : core::load(w + i, c) * g;
-                        core::store(gradient_out.row(row) + offset + i, xsimd::select(mv != zero, value, zero), c);
-                    });
-                }
+                if (writes_gradient)
+                    store_surrogate_gradient(derivative_buffer.values, mc, compute_chunk(upstream->row(row) + offset, n, upstream_buffer.values), coupled,
+                                             n, gradient_out.row(row) + offset);
             }
             add_surrogate_sums(sums, partial);
         }
     });
-    surrogate_metrics metrics;
-    metrics.token_count = totals[3];
-    if (totals[3] > 0) {
-        metrics.clip_fraction = totals[0] / totals[3];
-        metrics.clip_fraction_lower = totals[1] / totals[3];
-        metrics.approx_kl = totals[2] / totals[3];
-    }
-    return metrics;
+    return surrogate_metrics_from(totals);
 }
 
 }  // namespace normkit::loss::detail
