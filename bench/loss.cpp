@@ -70,7 +70,8 @@ std::shared_ptr<policy_tensors> make_tensors(index_type rows, index_type cols) {
 void register_policy_loss(index_type rows, index_type cols, int threads) {
     const double count = static_cast<double>(rows * cols);
     const double bytes = count * 4 * 5 + static_cast<double>(rows) * 4;
-    const std::string shape = std::to_string(rows) + "x" + std::to_string(cols) + (threads > 1 ? ":t" + std::to_string(threads) : "");
+    const std::string shape =
+        std::to_string(rows) + "x" + std::to_string(cols) + (threads > 1 ? ":t" + std::to_string(threads) : "");
     auto holder = std::make_shared<std::shared_ptr<policy_tensors>>();
     const auto get = [holder, rows, cols]() -> policy_tensors& {
         if (!*holder) *holder = make_tensors(rows, cols);

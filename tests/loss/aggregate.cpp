@@ -12,9 +12,12 @@ using namespace normkit::testing;
 
 namespace {
 
-const std::vector<loss::aggregation_mode> all_modes = {loss::aggregation_mode::token_mean,          loss::aggregation_mode::token_sum,
-                                                       loss::aggregation_mode::seq_mean_token_sum,  loss::aggregation_mode::seq_mean_token_mean,
-                                                       loss::aggregation_mode::seq_mean_token_sum_norm, loss::aggregation_mode::delta_l};
+const std::vector<loss::aggregation_mode> all_modes = {loss::aggregation_mode::token_mean,
+                                                       loss::aggregation_mode::token_sum,
+                                                       loss::aggregation_mode::seq_mean_token_sum,
+                                                       loss::aggregation_mode::seq_mean_token_mean,
+                                                       loss::aggregation_mode::seq_mean_token_sum_norm,
+                                                       loss::aggregation_mode::delta_l};
 
 // A 0/1 mask of right-padded responses with lengths drawn in [0, cols]; row 1 is empty when rows > 2.
 std::vector<double> padded_mask(index_type rows, index_type cols, std::uint32_t seed) {
@@ -29,11 +32,14 @@ std::vector<double> padded_mask(index_type rows, index_type cols, std::uint32_t 
 }
 
 template <class T>
-void check_against_reference(index_type rows, index_type cols, index_type padding, const loss::aggregation_options& options, std::uint32_t seed) {
+void check_against_reference(index_type rows, index_type cols, index_type padding,
+                             const loss::aggregation_options& options, std::uint32_t seed) {
     INFO(type_name<T>() << " rows " << rows << " cols " << cols << " mode " << static_cast<int>(options.mode));
-    test_matrix<T> ell(rows, cols, random_values(rows * cols, seed), padding), mask(rows, cols, padded_mask(rows, cols, seed + 1), padding + 1);
+    test_matrix<T> ell(rows, cols, random_values(rows * cols, seed), padding),
+        mask(rows, cols, padded_mask(rows, cols, seed + 1), padding + 1);
     test_matrix<T> weights(rows, cols, padding);
-    const auto result = loss::aggregate_loss(matrix_view<const T>(ell.view), matrix_view<const T>(mask.view), weights.view, options);
+    const auto result =
+        loss::aggregate_loss(matrix_view<const T>(ell.view), matrix_view<const T>(mask.view), weights.view, options);
     std::vector<double> expected_weights;
     const double expected = reference::aggregate(ell.values(), mask.values(), {rows, cols}, options, &expected_weights);
     // The loss may cancel: measure it against Σ|a·m·ℓ|.
@@ -55,7 +61,9 @@ TEST_CASE("aggregate_loss gives the issue's numbers on rows [1,2,3,pad] and [4,p
     const std::vector<double> ell = {1, 2, 3, pad, 4, pad, pad, pad}, mask = {1, 1, 1, 0, 1, 0, 0, 0};
     const auto run = [&](loss::aggregation_options options, std::vector<double>& weights) {
         weights.assign(8, -1.0);
-        return loss::aggregate_loss(view(ell.data(), 2, 4), view(mask.data(), 2, 4), view(weights.data(), 2, 4), options).loss;
+        return loss::aggregate_loss(view(ell.data(), 2, 4), view(mask.data(), 2, 4), view(weights.data(), 2, 4),
+                                    options)
+            .loss;
     };
     std::vector<double> w;
     loss::aggregation_options options;
@@ -89,8 +97,8 @@ TEST_CASE("aggregate_loss gives the issue's numbers on rows [1,2,3,pad] and [4,p
     CHECK(w[4] == Approx(0.75 / 4));
 }
 
-TEMPLATE_TEST_CASE("aggregate_loss matches the reference over SIMD tails, strides and unaligned rows", "[loss][aggregate]", float, double,
-                   Eigen::bfloat16, Eigen::half) {
+TEMPLATE_TEST_CASE("aggregate_loss matches the reference over SIMD tails, strides and unaligned rows",
+                   "[loss][aggregate]", float, double, Eigen::bfloat16, Eigen::half) {
     std::uint32_t seed = 10;
     for (index_type cols : tail_dims) {
         for (const auto mode : all_modes) {
@@ -120,16 +128,22 @@ TEST_CASE("delta_l with alpha = 0 is the constant (Dr. GRPO) normalizer with L =
     delta.alpha = 0.0;
     loss::aggregation_options norm;
     norm.mode = loss::aggregation_mode::seq_mean_token_sum_norm;
-    const double a = loss::aggregate_loss(view(ell.data(), rows, cols), view(mask.data(), rows, cols), view(w_delta.data(), rows, cols), delta).loss;
-    const double b = loss::aggregate_loss(view(ell.data(), rows, cols), view(mask.data(), rows, cols), view(w_norm.data(), rows, cols), norm).loss;
+    const double a = loss::aggregate_loss(view(ell.data(), rows, cols), view(mask.data(), rows, cols),
+                                          view(w_delta.data(), rows, cols), delta)
+                         .loss;
+    const double b = loss::aggregate_loss(view(ell.data(), rows, cols), view(mask.data(), rows, cols),
+                                          view(w_norm.data(), rows, cols), norm)
+                         .loss;
     CHECK(a == Approx(b).epsilon(1e-14));
     CHECK(relative_error(w_delta, w_norm) < 1e-15);
     // α > 0 weighs short responses up: it differs.
     delta.alpha = 1.0;
-    CHECK(std::abs(loss::aggregate_loss(view(ell.data(), rows, cols), view(mask.data(), rows, cols), {}, delta).loss - b) > 1e-6);
+    CHECK(std::abs(loss::aggregate_loss(view(ell.data(), rows, cols), view(mask.data(), rows, cols), {}, delta).loss -
+                   b) > 1e-6);
 }
 
-TEST_CASE("micro-batches with global denominators add up to the whole batch (verl #5625, TRL #5619)", "[loss][aggregate][micro_batch]") {
+TEST_CASE("micro-batches with global denominators add up to the whole batch (verl #5625, TRL #5619)",
+          "[loss][aggregate][micro_batch]") {
     // 8 rows of very different lengths (one empty), split into 4 micro-batches of 2 rows.
     const index_type rows = 8, cols = 29, micro = 2;
     const auto ell = random_values(rows * cols, 5, 0.3, 1.0);
@@ -149,7 +163,8 @@ TEST_CASE("micro-batches with global denominators add up to the whole batch (ver
         whole_options.mode = mode;
         std::vector<double> whole_weights(rows * cols);
         const double whole = loss::aggregate_loss(view(ell.data(), rows, cols), view(mask.data(), rows, cols),
-                                                  view(whole_weights.data(), rows, cols), whole_options).loss;
+                                                  view(whole_weights.data(), rows, cols), whole_options)
+                                 .loss;
         for (double dp : {1.0, 2.0}) {
             // dp ranks each take rows/dp rows in micro-batches; each rank's gradient is averaged over ranks.
             loss::aggregation_options options = whole_options;
@@ -160,8 +175,10 @@ TEST_CASE("micro-batches with global denominators add up to the whole batch (ver
             double sum = 0;
             std::vector<double> weights(rows * cols);
             for (index_type begin = 0; begin < rows; begin += micro) {
-                sum += loss::aggregate_loss(view(ell.data() + begin * cols, micro, cols), view(mask.data() + begin * cols, micro, cols),
-                                            view(weights.data() + begin * cols, micro, cols), options).loss;
+                sum += loss::aggregate_loss(view(ell.data() + begin * cols, micro, cols),
+                                            view(mask.data() + begin * cols, micro, cols),
+                                            view(weights.data() + begin * cols, micro, cols), options)
+                           .loss;
             }
             CHECK(sum / dp == Approx(whole).epsilon(1e-13));
             for (auto& w : weights) w /= dp;
@@ -172,7 +189,8 @@ TEST_CASE("micro-batches with global denominators add up to the whole batch (ver
         if (mode == loss::aggregation_mode::token_mean || mode == loss::aggregation_mode::seq_mean_token_mean) {
             double local = 0;
             for (index_type begin = 0; begin < rows; begin += micro)
-                local += loss::aggregate_loss(view(ell.data() + begin * cols, micro, cols), view(mask.data() + begin * cols, micro, cols), {}, whole_options)
+                local += loss::aggregate_loss(view(ell.data() + begin * cols, micro, cols),
+                                              view(mask.data() + begin * cols, micro, cols), {}, whole_options)
                              .loss /
                          static_cast<double>(rows / micro);
             CHECK(std::abs(local - whole) > 1e-3 * std::abs(whole));
@@ -185,27 +203,35 @@ TEST_CASE("micro-batches with global denominators add up to the whole batch (ver
     const index_type step_rows = 4;
     double step_tokens = 0;
     for (index_type k = 0; k < step_rows * cols; ++k) step_tokens += mask[k];
-    const double step_mean = loss::aggregate_loss(view(ell.data(), step_rows, cols), view(mask.data(), step_rows, cols), {}, dapo).loss;
+    const double step_mean =
+        loss::aggregate_loss(view(ell.data(), step_rows, cols), view(mask.data(), step_rows, cols), {}, dapo).loss;
     double with_step = 0, with_generation = 0;
     for (index_type begin = 0; begin < step_rows; begin += micro) {
         dapo.global_token_count = step_tokens;
-        with_step += loss::aggregate_loss(view(ell.data() + begin * cols, micro, cols), view(mask.data() + begin * cols, micro, cols), {}, dapo).loss;
+        with_step += loss::aggregate_loss(view(ell.data() + begin * cols, micro, cols),
+                                          view(mask.data() + begin * cols, micro, cols), {}, dapo)
+                         .loss;
         dapo.global_token_count = tokens;
-        with_generation += loss::aggregate_loss(view(ell.data() + begin * cols, micro, cols), view(mask.data() + begin * cols, micro, cols), {}, dapo).loss;
+        with_generation += loss::aggregate_loss(view(ell.data() + begin * cols, micro, cols),
+                                                view(mask.data() + begin * cols, micro, cols), {}, dapo)
+                               .loss;
     }
     CHECK(with_step == Approx(step_mean).epsilon(1e-13));
     CHECK(with_generation == Approx(step_mean * step_tokens / tokens).epsilon(1e-13));
 }
 
-TEST_CASE("aggregate_loss of an all-masked batch is 0 with zero weights in every mode", "[loss][aggregate][degenerate]") {
+TEST_CASE("aggregate_loss of an all-masked batch is 0 with zero weights in every mode",
+          "[loss][aggregate][degenerate]") {
     const index_type rows = 3, cols = 17;
-    std::vector<double> ell(rows * cols, std::numeric_limits<double>::quiet_NaN()), mask(rows * cols, 0.0), weights(rows * cols, 5.0);
+    std::vector<double> ell(rows * cols, std::numeric_limits<double>::quiet_NaN()), mask(rows * cols, 0.0),
+        weights(rows * cols, 5.0);
     for (const auto mode : all_modes) {
         for (bool empty_rows : {false, true}) {
             loss::aggregation_options options;
             options.mode = mode;
             options.count_empty_rows = empty_rows;
-            const auto result = loss::aggregate_loss(view(ell.data(), rows, cols), view(mask.data(), rows, cols), view(weights.data(), rows, cols), options);
+            const auto result = loss::aggregate_loss(view(ell.data(), rows, cols), view(mask.data(), rows, cols),
+                                                     view(weights.data(), rows, cols), options);
             CHECK(result.loss == 0.0);
             CHECK(max_abs(weights) == 0.0);
             CHECK(result.token_count == 0.0);
@@ -222,16 +248,21 @@ TEST_CASE("aggregate_loss: absent mask, fractional weights and the count_empty_r
     loss::aggregation_options options;
     options.mode = loss::aggregation_mode::seq_mean_token_mean;
     CHECK(loss::aggregate_loss(view(ell.data(), rows, cols), matrix_view<const double>{}, {}, options).loss ==
-          Approx(loss::aggregate_loss(view(ell.data(), rows, cols), view(ones.data(), rows, cols), {}, options).loss).epsilon(1e-15));
+          Approx(loss::aggregate_loss(view(ell.data(), rows, cols), view(ones.data(), rows, cols), {}, options).loss)
+              .epsilon(1e-15));
     // Fractional weights: accepted only under mask_rule::weights, and then used as weights.
     std::vector<double> fractional(rows * cols);
     for (std::size_t k = 0; k < fractional.size(); ++k) fractional[k] = static_cast<double>(k % 5) / 4.0;
-    require_error_naming([&] { loss::aggregate_loss(view(ell.data(), rows, cols), view(fractional.data(), rows, cols), {}, options); }, "mask");
+    require_error_naming(
+        [&] { loss::aggregate_loss(view(ell.data(), rows, cols), view(fractional.data(), rows, cols), {}, options); },
+        "mask");
     options.mask_values = loss::mask_rule::weights;
     std::vector<double> weights(rows * cols), expected_weights;
-    const double value =
-        loss::aggregate_loss(view(ell.data(), rows, cols), view(fractional.data(), rows, cols), view(weights.data(), rows, cols), options).loss;
-    CHECK(value == Approx(reference::aggregate(ell, fractional, {rows, cols}, options, &expected_weights)).epsilon(1e-14));
+    const double value = loss::aggregate_loss(view(ell.data(), rows, cols), view(fractional.data(), rows, cols),
+                                              view(weights.data(), rows, cols), options)
+                             .loss;
+    CHECK(value ==
+          Approx(reference::aggregate(ell, fractional, {rows, cols}, options, &expected_weights)).epsilon(1e-14));
     CHECK(relative_error(weights, expected_weights) < 1e-15);
     // A fully-masked row leaves B by default and stays in it with count_empty_rows (TRL).
     std::vector<double> mask(rows * cols, 1.0);
@@ -246,9 +277,11 @@ TEST_CASE("aggregate_loss: absent mask, fractional weights and the count_empty_r
     CHECK(a.loss * 3.0 == Approx(b.loss * 4.0).epsilon(1e-14));
 }
 
-TEMPLATE_TEST_CASE("aggregate_loss is bitwise identical for 1 and 2 threads", "[loss][aggregate][threads]", float, Eigen::bfloat16) {
+TEMPLATE_TEST_CASE("aggregate_loss is bitwise identical for 1 and 2 threads", "[loss][aggregate][threads]", float,
+                   Eigen::bfloat16) {
     const index_type rows = 300, cols = 65;
-    test_matrix<TestType> ell(rows, cols, random_values(rows * cols, 31)), mask(rows, cols, padded_mask(rows, cols, 32));
+    test_matrix<TestType> ell(rows, cols, random_values(rows * cols, 31)),
+        mask(rows, cols, padded_mask(rows, cols, 32));
     for (const auto mode : all_modes) {
         std::vector<double> losses;
         std::vector<std::vector<TestType>> weights;
@@ -257,7 +290,9 @@ TEMPLATE_TEST_CASE("aggregate_loss is bitwise identical for 1 and 2 threads", "[
             loss::aggregate_loss_options options;
             options.mode = mode;
             options.threads = threads;
-            losses.push_back(loss::aggregate_loss(matrix_view<const TestType>(ell.view), matrix_view<const TestType>(mask.view), w.view, options).loss);
+            losses.push_back(loss::aggregate_loss(matrix_view<const TestType>(ell.view),
+                                                  matrix_view<const TestType>(mask.view), w.view, options)
+                                 .loss);
             weights.push_back(w.storage);
         }
         CHECK(std::memcmp(&losses[0], &losses[1], sizeof(double)) == 0);
@@ -282,9 +317,13 @@ TEST_CASE("aggregate_loss accepts Eigen matrices and tensors", "[loss][aggregate
 
 TEST_CASE("aggregate_loss rejects bad input, naming the argument", "[loss][aggregate][errors]") {
     std::vector<double> ell(12, 1.0), mask(12, 1.0), weights(12);
-    const auto run = [&](loss::aggregation_options options) { loss::aggregate_loss(view(ell.data(), 3, 4), view(mask.data(), 3, 4), {}, options); };
+    const auto run = [&](loss::aggregation_options options) {
+        loss::aggregate_loss(view(ell.data(), 3, 4), view(mask.data(), 3, 4), {}, options);
+    };
     require_error_naming([&] { loss::aggregate_loss(view(ell.data(), 3, 4), view(mask.data(), 4, 3)); }, "mask");
-    require_error_naming([&] { loss::aggregate_loss(view(ell.data(), 3, 4), view(mask.data(), 3, 4), view(weights.data(), 2, 4)); }, "weights");
+    require_error_naming(
+        [&] { loss::aggregate_loss(view(ell.data(), 3, 4), view(mask.data(), 3, 4), view(weights.data(), 2, 4)); },
+        "weights");
     loss::aggregation_options options;
     options.normalizer_length = 0.0;
     require_error_naming([&] { run(options); }, "normalizer_length");

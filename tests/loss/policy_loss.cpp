@@ -24,7 +24,8 @@ struct data_set {
 data_set make_data(index_type rows, index_type cols, std::uint32_t seed, bool per_sample) {
     data_set data{rows, cols, {}, {}, {}, std::vector<double>(static_cast<std::size_t>(rows)), {}, {}, {}};
     std::mt19937 generator(seed);
-    std::uniform_real_distribution<double> log_prob(-3.0, -0.01), shift(-0.5, 0.5), advantage(-2.0, 2.0), entropy(0.0, 2.0);
+    std::uniform_real_distribution<double> log_prob(-3.0, -0.01), shift(-0.5, 0.5), advantage(-2.0, 2.0),
+        entropy(0.0, 2.0);
     std::uniform_int_distribution<index_type> length(1, cols);
     for (auto& a : data.per_sample) a = advantage(generator);
     for (index_type i = 0; i < rows; ++i) {
@@ -42,7 +43,8 @@ data_set make_data(index_type rows, index_type cols, std::uint32_t seed, bool pe
     return data;
 }
 
-loss::policy_loss_options options_for(surrogate_mode surrogate, aggregation_mode aggregation, loss::kl_estimator estimator, bool straight) {
+loss::policy_loss_options options_for(surrogate_mode surrogate, aggregation_mode aggregation,
+                                      loss::kl_estimator estimator, bool straight) {
     loss::policy_loss_options options;
     options.surrogate.mode = surrogate;
     options.surrogate.epsilon_high = surrogate == surrogate_mode::cispo_cap ? 1.3 : 0.28;
@@ -62,32 +64,39 @@ double reference_loss(const data_set& d, const std::vector<double>& x, const los
 }
 
 template <class T>
-void check_policy_loss(const loss::policy_loss_options& options, index_type rows, index_type cols, index_type padding, bool per_sample,
-                       std::uint32_t seed) {
-    INFO(type_name<T>() << " surrogate " << static_cast<int>(options.surrogate.mode) << " aggregation " << static_cast<int>(options.aggregation.mode)
-                        << " kl " << static_cast<int>(options.kl.estimator) << " rows " << rows << " cols " << cols);
+void check_policy_loss(const loss::policy_loss_options& options, index_type rows, index_type cols, index_type padding,
+                       bool per_sample, std::uint32_t seed) {
+    INFO(type_name<T>() << " surrogate " << static_cast<int>(options.surrogate.mode) << " aggregation "
+                        << static_cast<int>(options.aggregation.mode) << " kl "
+                        << static_cast<int>(options.kl.estimator) << " rows " << rows << " cols " << cols);
     auto data = make_data(rows, cols, seed, per_sample);
-    test_matrix<T> x(rows, cols, data.x, padding), old(rows, cols, data.old, padding + 1), mask(rows, cols, data.mask, padding),
-        ref(rows, cols, data.ref, padding), entropies(rows, cols, data.entropies, padding + 2);
-    test_matrix<T> advantages = per_sample ? test_matrix<T>(rows, 1, data.per_sample, 0) : test_matrix<T>(rows, cols, data.advantages, padding);
+    test_matrix<T> x(rows, cols, data.x, padding), old(rows, cols, data.old, padding + 1),
+        mask(rows, cols, data.mask, padding), ref(rows, cols, data.ref, padding),
+        entropies(rows, cols, data.entropies, padding + 2);
+    test_matrix<T> advantages =
+        per_sample ? test_matrix<T>(rows, 1, data.per_sample, 0) : test_matrix<T>(rows, cols, data.advantages, padding);
     data.x = x.values();
     data.old = old.values();
     data.ref = ref.values();
     data.entropies = entropies.values();
     const auto stored_advantages = advantages.values();
     for (index_type i = 0; i < rows; ++i)
-        for (index_type t = 0; t < cols; ++t) data.advantages[i * cols + t] = per_sample ? stored_advantages[i] : stored_advantages[i * cols + t];
+        for (index_type t = 0; t < cols; ++t)
+            data.advantages[i * cols + t] = per_sample ? stored_advantages[i] : stored_advantages[i * cols + t];
     loss::policy_inputs<T> inputs{x.view, old.view, advantages.view, mask.view, ref.view, entropies.view};
     test_matrix<T> gradient(rows, cols, padding), entropy_gradient(rows, cols, padding);
     const auto result = loss::policy_loss(inputs, gradient.view, entropy_gradient.view, options);
 
     const double expected = reference_loss(data, data.x, options);
     // The loss may cancel: measure it against the same loss of |ℓ| terms.
-    const auto ell = reference::surrogate(data.x, data.x, data.old, data.advantages, data.mask, {rows, cols}, options.surrogate);
+    const auto ell =
+        reference::surrogate(data.x, data.x, data.old, data.advantages, data.mask, {rows, cols}, options.surrogate);
     std::vector<double> absolute(ell.size());
     for (std::size_t k = 0; k < ell.size(); ++k)
-        absolute[k] = std::abs(ell[k]) + std::abs(options.kl_coefficient * reference::kl_value(data.x[k], data.x[k], data.ref[k], options.kl)) +
-                      std::abs(options.entropy_coefficient * data.entropies[k]);
+        absolute[k] =
+            std::abs(ell[k]) +
+            std::abs(options.kl_coefficient * reference::kl_value(data.x[k], data.x[k], data.ref[k], options.kl)) +
+            std::abs(options.entropy_coefficient * data.entropies[k]);
     const double scale = std::max(reference::aggregate(absolute, data.mask, {rows, cols}, options.aggregation), 1e-30);
     CHECK(std::abs(result.loss - expected) / scale < (std::is_same_v<T, double> ? 1e-12 : 3e-5));
 
@@ -96,7 +105,8 @@ void check_policy_loss(const loss::policy_loss_options& options, index_type rows
     reference::aggregate(data.entropies, data.mask, {rows, cols}, options.aggregation, &weights);
     for (auto& w : weights) w *= -options.entropy_coefficient;
     // fp16 keeps weights below 6e-5 as subnormals (spacing 6e-8): judged against that floor.
-    CHECK(relative_error(entropy_gradient.values(), weights, std::is_same_v<T, Eigen::half> ? 1e-4 : 1e-30) < tolerance<T>());
+    CHECK(relative_error(entropy_gradient.values(), weights, std::is_same_v<T, Eigen::half> ? 1e-4 : 1e-30) <
+          tolerance<T>());
 
     // ∂loss/∂logπ against central differences of the reference at sampled tokens.
     const auto g = gradient.values();
@@ -118,35 +128,44 @@ void check_policy_loss(const loss::policy_loss_options& options, index_type rows
     CHECK(entropy_gradient.padding_untouched());
 }
 
-const std::vector<surrogate_mode> all_surrogates = {surrogate_mode::ppo_clip,   surrogate_mode::cispo_clip, surrogate_mode::cispo_cap,
-                                                    surrogate_mode::gspo_token, surrogate_mode::gspo_sequence, surrogate_mode::sapo,
-                                                    surrogate_mode::reinforce,  surrogate_mode::gmpo,       surrogate_mode::gft};
-const std::vector<aggregation_mode> all_aggregations = {aggregation_mode::token_mean,          aggregation_mode::token_sum,
-                                                        aggregation_mode::seq_mean_token_sum,  aggregation_mode::seq_mean_token_mean,
-                                                        aggregation_mode::seq_mean_token_sum_norm, aggregation_mode::delta_l};
-const std::vector<loss::kl_estimator> all_estimators = {loss::kl_estimator::k1, loss::kl_estimator::abs, loss::kl_estimator::k2, loss::kl_estimator::k3};
+const std::vector<surrogate_mode> all_surrogates = {
+    surrogate_mode::ppo_clip,   surrogate_mode::cispo_clip,    surrogate_mode::cispo_cap,
+    surrogate_mode::gspo_token, surrogate_mode::gspo_sequence, surrogate_mode::sapo,
+    surrogate_mode::reinforce,  surrogate_mode::gmpo,          surrogate_mode::gft};
+const std::vector<aggregation_mode> all_aggregations = {aggregation_mode::token_mean,
+                                                        aggregation_mode::token_sum,
+                                                        aggregation_mode::seq_mean_token_sum,
+                                                        aggregation_mode::seq_mean_token_mean,
+                                                        aggregation_mode::seq_mean_token_sum_norm,
+                                                        aggregation_mode::delta_l};
+const std::vector<loss::kl_estimator> all_estimators = {loss::kl_estimator::k1, loss::kl_estimator::abs,
+                                                        loss::kl_estimator::k2, loss::kl_estimator::k3};
 
 }  // namespace
 
-TEST_CASE("policy_loss: every surrogate x aggregation x KL estimator against the reference and finite differences", "[loss][policy_loss]") {
+TEST_CASE("policy_loss: every surrogate x aggregation x KL estimator against the reference and finite differences",
+          "[loss][policy_loss]") {
     std::uint32_t seed = 500;
     for (const auto surrogate : all_surrogates)
         for (const auto aggregation : all_aggregations)
             for (const auto estimator : all_estimators) {
                 const bool straight = (seed & 1) != 0;
-                check_policy_loss<double>(options_for(surrogate, aggregation, estimator, straight), 5, 13, 1, (seed & 2) != 0, seed);
+                check_policy_loss<double>(options_for(surrogate, aggregation, estimator, straight), 5, 13, 1,
+                                          (seed & 2) != 0, seed);
                 ++seed;
             }
 }
 
-TEMPLATE_TEST_CASE("policy_loss over SIMD tails, strides and storage types", "[loss][policy_loss]", float, double, Eigen::bfloat16, Eigen::half) {
+TEMPLATE_TEST_CASE("policy_loss over SIMD tails, strides and storage types", "[loss][policy_loss]", float, double,
+                   Eigen::bfloat16, Eigen::half) {
     std::uint32_t seed = 900;
     for (index_type cols : tail_dims) {
         if (cols == 1000) continue;
-        for (const auto surrogate : {surrogate_mode::ppo_clip, surrogate_mode::gspo_sequence, surrogate_mode::gmpo, surrogate_mode::sapo}) {
+        for (const auto surrogate :
+             {surrogate_mode::ppo_clip, surrogate_mode::gspo_sequence, surrogate_mode::gmpo, surrogate_mode::sapo}) {
             const auto aggregation = all_aggregations[seed % all_aggregations.size()];
-            check_policy_loss<TestType>(options_for(surrogate, aggregation, loss::kl_estimator::k3, false), cols > 200 ? 3 : 6, cols, cols % 2,
-                                        (seed & 1) != 0, seed);
+            check_policy_loss<TestType>(options_for(surrogate, aggregation, loss::kl_estimator::k3, false),
+                                        cols > 200 ? 3 : 6, cols, cols % 2, (seed & 1) != 0, seed);
             ++seed;
         }
     }
@@ -158,21 +177,28 @@ TEST_CASE("policy_loss equals its parts: surrogate, KL and entropy aggregated se
     for (const auto surrogate : all_surrogates) {
         INFO("surrogate " << static_cast<int>(surrogate));
         auto options = options_for(surrogate, aggregation_mode::seq_mean_token_mean, loss::kl_estimator::k3, false);
-        loss::policy_inputs<double> inputs{view(d.x.data(), rows, cols),   view(d.old.data(), rows, cols),       view(d.per_sample.data(), rows, 1),
-                                           view(d.mask.data(), rows, cols), view(d.ref.data(), rows, cols), view(d.entropies.data(), rows, cols)};
+        loss::policy_inputs<double> inputs{view(d.x.data(), rows, cols),       view(d.old.data(), rows, cols),
+                                           view(d.per_sample.data(), rows, 1), view(d.mask.data(), rows, cols),
+                                           view(d.ref.data(), rows, cols),     view(d.entropies.data(), rows, cols)};
         std::vector<double> gradient(rows * cols);
         const auto result = loss::policy_loss(inputs, view(gradient.data(), rows, cols), {}, options);
         // The parts.
-        std::vector<double> ell(rows * cols), weights(rows * cols), surrogate_gradient(rows * cols), kl(rows * cols), kl_gradient(rows * cols);
+        std::vector<double> ell(rows * cols), weights(rows * cols), surrogate_gradient(rows * cols), kl(rows * cols),
+            kl_gradient(rows * cols);
         const auto metrics = loss::policy_surrogate_forward(inputs, view(ell.data(), rows, cols), options.surrogate);
-        const double policy = loss::aggregate_loss(view(ell.data(), rows, cols), view(d.mask.data(), rows, cols), view(weights.data(), rows, cols),
-                                                   options.aggregation)
+        const double policy = loss::aggregate_loss(view(ell.data(), rows, cols), view(d.mask.data(), rows, cols),
+                                                   view(weights.data(), rows, cols), options.aggregation)
                                   .loss;
-        loss::policy_surrogate_backward(view(weights.data(), rows, cols), inputs, view(surrogate_gradient.data(), rows, cols), options.surrogate);
-        loss::kl_penalty(view(d.x.data(), rows, cols), view(d.ref.data(), rows, cols), view(kl.data(), rows, cols), view(kl_gradient.data(), rows, cols),
-                         options.kl);
-        const double kl_loss = loss::aggregate_loss(view(kl.data(), rows, cols), view(d.mask.data(), rows, cols), {}, options.aggregation).loss;
-        const double entropy = loss::aggregate_loss(view(d.entropies.data(), rows, cols), view(d.mask.data(), rows, cols), {}, options.aggregation).loss;
+        loss::policy_surrogate_backward(view(weights.data(), rows, cols), inputs,
+                                        view(surrogate_gradient.data(), rows, cols), options.surrogate);
+        loss::kl_penalty(view(d.x.data(), rows, cols), view(d.ref.data(), rows, cols), view(kl.data(), rows, cols),
+                         view(kl_gradient.data(), rows, cols), options.kl);
+        const double kl_loss =
+            loss::aggregate_loss(view(kl.data(), rows, cols), view(d.mask.data(), rows, cols), {}, options.aggregation)
+                .loss;
+        const double entropy = loss::aggregate_loss(view(d.entropies.data(), rows, cols),
+                                                    view(d.mask.data(), rows, cols), {}, options.aggregation)
+                                   .loss;
         CHECK(result.policy_loss == Approx(policy).epsilon(1e-13));
         CHECK(result.kl_loss == Approx(kl_loss).epsilon(1e-13));
         CHECK(result.entropy_loss == Approx(entropy).epsilon(1e-13));
@@ -180,7 +206,8 @@ TEST_CASE("policy_loss equals its parts: surrogate, KL and entropy aggregated se
         CHECK(result.metrics.clip_fraction == metrics.clip_fraction);
         CHECK(result.metrics.approx_kl == Approx(metrics.approx_kl).epsilon(1e-13));
         std::vector<double> expected(rows * cols);
-        for (std::size_t k = 0; k < expected.size(); ++k) expected[k] = surrogate_gradient[k] + 0.05 * weights[k] * kl_gradient[k];
+        for (std::size_t k = 0; k < expected.size(); ++k)
+            expected[k] = surrogate_gradient[k] + 0.05 * weights[k] * kl_gradient[k];
         CHECK(relative_error(gradient, expected) < 1e-13);
     }
 }
@@ -189,11 +216,14 @@ TEST_CASE("presets on a hand-computed example", "[loss][policy_loss][presets]") 
     // Two responses, T = 3; the second is padded (NaN under the mask). A = (1, −2) per sample.
     const double nan = std::numeric_limits<double>::quiet_NaN();
     const std::vector<double> x = {-1.0, -0.5, -2.0, -0.3, -1.2, nan}, old = {-1.1, -0.5, -1.5, -0.3, -0.9, nan},
-                              ref = {-1.0, -0.6, -2.0, -0.2, -1.2, nan}, mask = {1, 1, 1, 1, 1, 0}, advantages = {1.0, -2.0};
-    loss::policy_inputs<double> inputs{view(x.data(), 2, 3), view(old.data(), 2, 3), view(advantages.data(), 2, 1), view(mask.data(), 2, 3),
-                                       view(ref.data(), 2, 3), {}};
+                              ref = {-1.0, -0.6, -2.0, -0.2, -1.2, nan}, mask = {1, 1, 1, 1, 1, 0},
+                              advantages = {1.0, -2.0};
+    loss::policy_inputs<double> inputs{view(x.data(), 2, 3),    view(old.data(), 2, 3), view(advantages.data(), 2, 1),
+                                       view(mask.data(), 2, 3), view(ref.data(), 2, 3), {}};
     std::vector<double> g(6, 7.0);
-    const auto run = [&](const loss::policy_loss_options& options) { return loss::policy_loss(inputs, view(g.data(), 2, 3), {}, options); };
+    const auto run = [&](const loss::policy_loss_options& options) {
+        return loss::policy_loss(inputs, view(g.data(), 2, 3), {}, options);
+    };
     // r = e^{x − old}: (e^0.1, 1, e^−0.5 | 1, e^−0.3). PPO ε = 0.2:
     //   A = 1:  ℓ = −r on all three (e^−0.5 ≈ 0.607 < 0.8, but −r > −0.8: the unclipped side is larger)
     //   A = −2: ℓ = 2·1 = 2, and max(2·0.741, 2·0.8) = 1.6 on the clipped side (gradient 0)
@@ -270,16 +300,19 @@ TEST_CASE("presets on a hand-computed example", "[loss][policy_loss][presets]") 
     }
 }
 
-TEST_CASE("policy_loss of an all-masked batch is 0 with a zero gradient, whatever the padding holds", "[loss][policy_loss][degenerate]") {
+TEST_CASE("policy_loss of an all-masked batch is 0 with a zero gradient, whatever the padding holds",
+          "[loss][policy_loss][degenerate]") {
     const index_type rows = 3, cols = 21;
     auto d = make_data(rows, cols, 61, false);
-    for (auto* values : {&d.x, &d.old, &d.ref, &d.advantages}) std::fill(values->begin(), values->end(), std::numeric_limits<double>::quiet_NaN());
+    for (auto* values : {&d.x, &d.old, &d.ref, &d.advantages})
+        std::fill(values->begin(), values->end(), std::numeric_limits<double>::quiet_NaN());
     std::fill(d.mask.begin(), d.mask.end(), 0.0);
     for (const auto surrogate : all_surrogates)
         for (const auto aggregation : all_aggregations) {
             auto options = options_for(surrogate, aggregation, loss::kl_estimator::k3, false);
-            loss::policy_inputs<double> inputs{view(d.x.data(), rows, cols),   view(d.old.data(), rows, cols), view(d.advantages.data(), rows, cols),
-                                               view(d.mask.data(), rows, cols), view(d.ref.data(), rows, cols), view(d.entropies.data(), rows, cols)};
+            loss::policy_inputs<double> inputs{
+                view(d.x.data(), rows, cols),    view(d.old.data(), rows, cols), view(d.advantages.data(), rows, cols),
+                view(d.mask.data(), rows, cols), view(d.ref.data(), rows, cols), view(d.entropies.data(), rows, cols)};
             std::vector<double> gradient(rows * cols, 9.0);
             const auto result = loss::policy_loss(inputs, view(gradient.data(), rows, cols), {}, options);
             CHECK(result.loss == 0.0);
@@ -289,7 +322,8 @@ TEST_CASE("policy_loss of an all-masked batch is 0 with a zero gradient, whateve
         }
 }
 
-TEST_CASE("policy_loss over micro-batches with global denominators adds up to the whole batch", "[loss][policy_loss][micro_batch]") {
+TEST_CASE("policy_loss over micro-batches with global denominators adds up to the whole batch",
+          "[loss][policy_loss][micro_batch]") {
     const index_type rows = 8, cols = 23, micro = 2;
     const auto d = make_data(rows, cols, 71, true);
     double tokens = 0, sequences = 0;
@@ -299,30 +333,36 @@ TEST_CASE("policy_loss over micro-batches with global denominators adds up to th
         tokens += n;
         sequences += n > 0 ? 1 : 0;
     }
-    for (const auto aggregation : {aggregation_mode::token_mean, aggregation_mode::seq_mean_token_mean, aggregation_mode::seq_mean_token_sum_norm}) {
+    for (const auto aggregation : {aggregation_mode::token_mean, aggregation_mode::seq_mean_token_mean,
+                                   aggregation_mode::seq_mean_token_sum_norm}) {
         auto options = options_for(surrogate_mode::ppo_clip, aggregation, loss::kl_estimator::k3, true);
         const auto inputs_of = [&](index_type begin, index_type count) {
-            return loss::policy_inputs<double>{view(d.x.data() + begin * cols, count, cols),    view(d.old.data() + begin * cols, count, cols),
-                                               view(d.per_sample.data() + begin, count, 1),   view(d.mask.data() + begin * cols, count, cols),
-                                               view(d.ref.data() + begin * cols, count, cols), view(d.entropies.data() + begin * cols, count, cols)};
+            return loss::policy_inputs<double>{
+                view(d.x.data() + begin * cols, count, cols),   view(d.old.data() + begin * cols, count, cols),
+                view(d.per_sample.data() + begin, count, 1),    view(d.mask.data() + begin * cols, count, cols),
+                view(d.ref.data() + begin * cols, count, cols), view(d.entropies.data() + begin * cols, count, cols)};
         };
         std::vector<double> whole_gradient(rows * cols), gradient(rows * cols);
-        const double whole = loss::policy_loss(inputs_of(0, rows), view(whole_gradient.data(), rows, cols), {}, options).loss;
+        const double whole =
+            loss::policy_loss(inputs_of(0, rows), view(whole_gradient.data(), rows, cols), {}, options).loss;
         options.aggregation.global_token_count = tokens;
         options.aggregation.global_sequence_count = sequences;
         double sum = 0;
         for (index_type begin = 0; begin < rows; begin += micro)
-            sum += loss::policy_loss(inputs_of(begin, micro), view(gradient.data() + begin * cols, micro, cols), {}, options).loss;
+            sum += loss::policy_loss(inputs_of(begin, micro), view(gradient.data() + begin * cols, micro, cols), {},
+                                     options)
+                       .loss;
         CHECK(sum == Approx(whole).epsilon(1e-13));
         CHECK(relative_error(gradient, whole_gradient) < 1e-14);
     }
 }
 
-TEMPLATE_TEST_CASE("policy_loss is bitwise identical for 1 and 2 threads", "[loss][policy_loss][threads]", float, Eigen::bfloat16) {
+TEMPLATE_TEST_CASE("policy_loss is bitwise identical for 1 and 2 threads", "[loss][policy_loss][threads]", float,
+                   Eigen::bfloat16) {
     const index_type rows = 200, cols = 77;
     const auto d = make_data(rows, cols, 81, false);
-    test_matrix<TestType> x(rows, cols, d.x), old(rows, cols, d.old), advantages(rows, cols, d.advantages), mask(rows, cols, d.mask),
-        ref(rows, cols, d.ref), entropies(rows, cols, d.entropies);
+    test_matrix<TestType> x(rows, cols, d.x), old(rows, cols, d.old), advantages(rows, cols, d.advantages),
+        mask(rows, cols, d.mask), ref(rows, cols, d.ref), entropies(rows, cols, d.entropies);
     loss::policy_inputs<TestType> inputs{x.view, old.view, advantages.view, mask.view, ref.view, entropies.view};
     for (const auto surrogate : {surrogate_mode::ppo_clip, surrogate_mode::gmpo}) {
         std::vector<double> losses;
@@ -339,23 +379,28 @@ TEMPLATE_TEST_CASE("policy_loss is bitwise identical for 1 and 2 threads", "[los
     }
 }
 
-TEST_CASE("policy_loss writes a large aligned gradient with streaming stores, bit for bit the same", "[loss][policy_loss]") {
+TEST_CASE("policy_loss writes a large aligned gradient with streaming stores, bit for bit the same",
+          "[loss][policy_loss]") {
     // 64 × 16384 floats (4 MiB): past the streaming threshold when the rows are 64-byte aligned.
     const index_type rows = 64, cols = 16384;
     const auto d = make_data(rows, cols, 91, true);
     using aligned = std::vector<float, Eigen::aligned_allocator<float>>;
     const auto to_float = [](const std::vector<double>& values) { return aligned(values.begin(), values.end()); };
-    const aligned x = to_float(d.x), old = to_float(d.old), ref = to_float(d.ref), mask = to_float(d.mask), advantages = to_float(d.per_sample);
-    loss::policy_inputs<float> inputs{view(x.data(), rows, cols), view(old.data(), rows, cols), view(advantages.data(), rows, 1),
-                                      view(mask.data(), rows, cols), view(ref.data(), rows, cols), {}};
+    const aligned x = to_float(d.x), old = to_float(d.old), ref = to_float(d.ref), mask = to_float(d.mask),
+                  advantages = to_float(d.per_sample);
+    loss::policy_inputs<float> inputs{view(x.data(), rows, cols),       view(old.data(), rows, cols),
+                                      view(advantages.data(), rows, 1), view(mask.data(), rows, cols),
+                                      view(ref.data(), rows, cols),     {}};
     auto options = loss::presets::verl_actor(true);
     // 64-byte aligned by hand (Eigen's allocator aligns to 16 bytes only in the SSE2 baseline build).
-    std::vector<float> streamed_storage(static_cast<std::size_t>(rows * cols) + 32, 5.0f), plain(static_cast<std::size_t>(rows * cols) + 16, 5.0f);
+    std::vector<float> streamed_storage(static_cast<std::size_t>(rows * cols) + 32, 5.0f),
+        plain(static_cast<std::size_t>(rows * cols) + 16, 5.0f);
     const auto misalignment = reinterpret_cast<std::uintptr_t>(streamed_storage.data()) % 64;
     float* streamed = streamed_storage.data() + (misalignment == 0 ? 0 : (64 - misalignment) / sizeof(float));
     REQUIRE(reinterpret_cast<std::uintptr_t>(streamed) % 64 == 0);
     const auto a = loss::policy_loss(inputs, view(streamed, rows, cols), {}, options);
-    const auto b = loss::policy_loss(inputs, view(plain.data() + 1, rows, cols), {}, options);  // unaligned: ordinary stores
+    const auto b =
+        loss::policy_loss(inputs, view(plain.data() + 1, rows, cols), {}, options);  // unaligned: ordinary stores
     CHECK(a.loss == b.loss);
     CHECK(std::memcmp(streamed, plain.data() + 1, static_cast<std::size_t>(rows * cols) * sizeof(float)) == 0);
     CHECK(streamed[rows * cols] == 5.0f);
@@ -364,7 +409,8 @@ TEST_CASE("policy_loss writes a large aligned gradient with streaming stores, bi
 
 TEST_CASE("policy_loss rejects bad input, naming the argument", "[loss][policy_loss][errors]") {
     std::vector<double> x(12, -1.0), mask(12, 1.0), advantages(3, 1.0), gradient(12);
-    loss::policy_inputs<double> inputs{view(x.data(), 3, 4), view(x.data(), 3, 4), view(advantages.data(), 3, 1), view(mask.data(), 3, 4), {}, {}};
+    loss::policy_inputs<double> inputs{
+        view(x.data(), 3, 4), view(x.data(), 3, 4), view(advantages.data(), 3, 1), view(mask.data(), 3, 4), {}, {}};
     loss::policy_loss_options options;
     options.use_kl_loss = true;
     require_error_naming([&] { loss::policy_loss(inputs, view(gradient.data(), 3, 4), {}, options); }, "ref_log_probs");

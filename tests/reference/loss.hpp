@@ -24,7 +24,8 @@ struct loss_shape {
 inline double clamp_to(double value, double low, double high) { return std::min(std::max(value, low), high); }
 
 // a_i of every row: ∂loss/∂ℓ_{i,t} = a_i·m_{i,t}.
-inline std::vector<double> aggregation_scales(const std::vector<double>& mask, loss_shape shape, const loss::aggregation_options& options) {
+inline std::vector<double> aggregation_scales(const std::vector<double>& mask, loss_shape shape,
+                                              const loss::aggregation_options& options) {
     const auto [rows, cols] = shape;
     std::vector<double> n(rows, 0.0), scale(rows, 0.0);
     long double tokens = 0, sequences = 0, length_weights = 0;
@@ -39,16 +40,26 @@ inline std::vector<double> aggregation_scales(const std::vector<double>& mask, l
     if (options.count_empty_rows) sequences = static_cast<long double>(rows);
     const double N = options.global_token_count ? *options.global_token_count : static_cast<double>(tokens);
     const double B = options.global_sequence_count ? *options.global_sequence_count : static_cast<double>(sequences);
-    const double S = options.global_length_weight_sum ? *options.global_length_weight_sum : static_cast<double>(length_weights);
-    const double L = options.normalizer_length ? *options.normalizer_length : static_cast<double>(std::max<std::ptrdiff_t>(cols, 1));
+    const double S =
+        options.global_length_weight_sum ? *options.global_length_weight_sum : static_cast<double>(length_weights);
+    const double L =
+        options.normalizer_length ? *options.normalizer_length : static_cast<double>(std::max<std::ptrdiff_t>(cols, 1));
     const double dp = options.data_parallel_size;
     for (std::ptrdiff_t i = 0; i < rows; ++i) {
         double a = 0;
         switch (options.mode) {
-            case loss::aggregation_mode::token_mean: a = N > 0 ? dp / N : 0; break;
-            case loss::aggregation_mode::token_sum: a = dp; break;
-            case loss::aggregation_mode::seq_mean_token_sum: a = B > 0 ? dp / B : 0; break;
-            case loss::aggregation_mode::seq_mean_token_mean: a = B > 0 && n[i] > 0 ? dp / (B * n[i]) : 0; break;
+            case loss::aggregation_mode::token_mean:
+                a = N > 0 ? dp / N : 0;
+                break;
+            case loss::aggregation_mode::token_sum:
+                a = dp;
+                break;
+            case loss::aggregation_mode::seq_mean_token_sum:
+                a = B > 0 ? dp / B : 0;
+                break;
+            case loss::aggregation_mode::seq_mean_token_mean:
+                a = B > 0 && n[i] > 0 ? dp / (B * n[i]) : 0;
+                break;
             case loss::aggregation_mode::seq_mean_token_sum_norm:
                 a = options.form == loss::sum_norm_form::verl_old ? dp / L : (B > 0 ? dp / (B * L) : 0);
                 break;
@@ -81,8 +92,9 @@ inline double aggregate(const std::vector<double>& ell, const std::vector<double
 }
 
 // The per-token surrogate ℓ of every token (surrogate.hpp's formulas). x varies, detached is held fixed.
-inline std::vector<double> surrogate(const std::vector<double>& x, const std::vector<double>& detached, const std::vector<double>& old,
-                                     const std::vector<double>& advantages, const std::vector<double>& mask, loss_shape shape,
+inline std::vector<double> surrogate(const std::vector<double>& x, const std::vector<double>& detached,
+                                     const std::vector<double>& old, const std::vector<double>& advantages,
+                                     const std::vector<double>& mask, loss_shape shape,
                                      const loss::surrogate_options& o) {
     using loss::surrogate_mode;
     const auto [rows, cols] = shape;
@@ -118,17 +130,29 @@ inline std::vector<double> surrogate(const std::vector<double>& x, const std::ve
                     value = ppo(r);
                     if (o.dual_clip && A < 0) value = std::min(value, -A * *o.dual_clip);
                     break;
-                case surrogate_mode::cispo_clip: value = -clamp_to(r_detached, low, high) * A * x[k]; break;
-                case surrogate_mode::cispo_cap: value = -std::min(r_detached, o.epsilon_high) * A * x[k]; break;
-                case surrogate_mode::gspo_token: value = ppo(std::exp(std::min(x[k] - detached[k] + z_detached, 10.0))); break;
-                case surrogate_mode::gspo_sequence: value = ppo(std::exp(clamp_to(z, -C, C))); break;
+                case surrogate_mode::cispo_clip:
+                    value = -clamp_to(r_detached, low, high) * A * x[k];
+                    break;
+                case surrogate_mode::cispo_cap:
+                    value = -std::min(r_detached, o.epsilon_high) * A * x[k];
+                    break;
+                case surrogate_mode::gspo_token:
+                    value = ppo(std::exp(std::min(x[k] - detached[k] + z_detached, 10.0)));
+                    break;
+                case surrogate_mode::gspo_sequence:
+                    value = ppo(std::exp(clamp_to(z, -C, C)));
+                    break;
                 case surrogate_mode::sapo: {
                     const double tau = A > 0 ? o.tau_positive : o.tau_negative;
                     value = -A * (1.0 / (1.0 + std::exp(-tau * (r - 1)))) * 4.0 / tau;
                     break;
                 }
-                case surrogate_mode::reinforce: value = -A * x[k]; break;
-                case surrogate_mode::gmpo: value = -A * gmpo_ratio; break;
+                case surrogate_mode::reinforce:
+                    value = -A * x[k];
+                    break;
+                case surrogate_mode::gmpo:
+                    value = -A * gmpo_ratio;
+                    break;
                 case surrogate_mode::gft: {
                     const double p = std::exp(detached[k]);
                     value = -A * (p > o.gft_threshold ? 1.0 : p) * x[k];
@@ -146,9 +170,12 @@ inline double kl_value(double x, double detached, double reference_log_prob, con
     const auto estimate = [&](double logp) {
         const double d = logp - reference_log_prob;
         switch (o.estimator) {
-            case loss::kl_estimator::k1: return d;
-            case loss::kl_estimator::abs: return std::abs(d);
-            case loss::kl_estimator::k2: return 0.5 * d * d;
+            case loss::kl_estimator::k1:
+                return d;
+            case loss::kl_estimator::abs:
+                return std::abs(d);
+            case loss::kl_estimator::k2:
+                return 0.5 * d * d;
             default:
                 if (o.clamp) {
                     const double kl = clamp_to(reference_log_prob - logp, -20, 20);
@@ -163,8 +190,9 @@ inline double kl_value(double x, double detached, double reference_log_prob, con
 }
 
 // The one-call policy loss: aggregate(ℓ_surrogate + β·k − c_H·H).
-inline double policy_loss(const std::vector<double>& x, const std::vector<double>& detached, const std::vector<double>& old,
-                          const std::vector<double>& advantages, const std::vector<double>& mask, const std::vector<double>& reference_log_probs,
+inline double policy_loss(const std::vector<double>& x, const std::vector<double>& detached,
+                          const std::vector<double>& old, const std::vector<double>& advantages,
+                          const std::vector<double>& mask, const std::vector<double>& reference_log_probs,
                           const std::vector<double>& entropies, loss_shape shape, const loss::policy_loss_options& o) {
     auto ell = surrogate(x, detached, old, advantages, mask, shape, o.surrogate);
     for (std::size_t k = 0; k < ell.size(); ++k) {

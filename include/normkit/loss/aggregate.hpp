@@ -58,7 +58,14 @@
 
 namespace normkit::loss {
 
-enum class aggregation_mode { token_mean, token_sum, seq_mean_token_sum, seq_mean_token_mean, seq_mean_token_sum_norm, delta_l };
+enum class aggregation_mode {
+    token_mean,
+    token_sum,
+    seq_mean_token_sum,
+    seq_mean_token_mean,
+    seq_mean_token_sum_norm,
+    delta_l
+};
 
 // The two meanings of seq-mean-token-sum-norm.
 enum class sum_norm_form {
@@ -86,7 +93,8 @@ struct aggregation_options {
 // aggregate_loss's options: what to aggregate, and the threads (default 1; any count gives the same bits).
 struct aggregate_loss_options : aggregation_options, execution_options {
     aggregate_loss_options() = default;
-    aggregate_loss_options(const aggregation_options& what, const execution_options& how = {}) : aggregation_options(what), execution_options(how) {}
+    aggregate_loss_options(const aggregation_options& what, const execution_options& how = {})
+        : aggregation_options(what), execution_options(how) {}
 };
 
 struct aggregation_result {

@@ -42,22 +42,23 @@ struct kl_options {
 // kl_penalty's options: the estimator, and the threads (default 1; any count gives the same bits).
 struct kl_penalty_options : kl_options, execution_options {
     kl_penalty_options() = default;
-    kl_penalty_options(const kl_options& what, const execution_options& how = {}) : kl_options(what), execution_options(how) {}
+    kl_penalty_options(const kl_options& what, const execution_options& how = {})
+        : kl_options(what), execution_options(how) {}
 };
 
 // The per-token estimate k into `value` (required) and ∂k/∂logπ into `gradient` when given ({}: not
 // written); all B × T.
 template <class LogProbs, class Reference, class Value>
-void kl_penalty(const LogProbs& log_probs, const Reference& ref_log_probs, Value&& value, matrix_t<LogProbs> gradient = {},
-                const kl_penalty_options& options = {});
+void kl_penalty(const LogProbs& log_probs, const Reference& ref_log_probs, Value&& value,
+                matrix_t<LogProbs> gradient = {}, const kl_penalty_options& options = {});
 
 namespace detail {
 
 // k and ∂k/∂x of one batch of tokens; forced inline, as the fused policy-loss step calls it per
 // batch and a call would pass the batches through memory.
 template <kl_estimator E, bool StraightThrough, class C>
-[[gnu::always_inline]] inline void kl_batch(const core::batch<C>& x, const core::batch<C>& reference, bool clamp, core::batch<C>& value,
-                                            core::batch<C>& gradient) {
+[[gnu::always_inline]] inline void kl_batch(const core::batch<C>& x, const core::batch<C>& reference, bool clamp,
+                                            core::batch<C>& value, core::batch<C>& gradient) {
     using core::batch;
     const batch<C> d = x - reference;
     if constexpr (E == kl_estimator::k1) {
@@ -93,23 +94,28 @@ template <class F>
 decltype(auto) with_kl_estimator(const kl_options& options, F&& f) {
     const auto pick = [&](auto straight) -> decltype(auto) {
         switch (options.estimator) {
-            case kl_estimator::k1: return f(std::integral_constant<kl_estimator, kl_estimator::k1>{}, straight);
-            case kl_estimator::abs: return f(std::integral_constant<kl_estimator, kl_estimator::abs>{}, straight);
-            case kl_estimator::k2: return f(std::integral_constant<kl_estimator, kl_estimator::k2>{}, straight);
-            default: return f(std::integral_constant<kl_estimator, kl_estimator::k3>{}, straight);
+            case kl_estimator::k1:
+                return f(std::integral_constant<kl_estimator, kl_estimator::k1>{}, straight);
+            case kl_estimator::abs:
+                return f(std::integral_constant<kl_estimator, kl_estimator::abs>{}, straight);
+            case kl_estimator::k2:
+                return f(std::integral_constant<kl_estimator, kl_estimator::k2>{}, straight);
+            default:
+                return f(std::integral_constant<kl_estimator, kl_estimator::k3>{}, straight);
         }
     };
     return options.straight_through ? pick(std::true_type{}) : pick(std::false_type{});
 }
 
 template <class T>
-void kl_penalty(matrix_view<const T> log_probs, matrix_view<const T> reference_log_probs, matrix_view<T> value, matrix_view<T> gradient,
-                const kl_options& options, int threads) {
+void kl_penalty(matrix_view<const T> log_probs, matrix_view<const T> reference_log_probs, matrix_view<T> value,
+                matrix_view<T> gradient, const kl_options& options, int threads) {
     using C = core::compute_t<T>;
     core::require_data("log_probs", log_probs);
     core::require_data("ref_log_probs", reference_log_probs);
     core::require_same_shape("ref_log_probs", reference_log_probs, "log_probs", log_probs);
-    core::require(!value.empty() || log_probs.size() == 0, "value is missing (", log_probs.rows, "x", log_probs.cols, " expected)");
+    core::require(!value.empty() || log_probs.size() == 0, "value is missing (", log_probs.rows, "x", log_probs.cols,
+                  " expected)");
     if (!value.empty()) core::require_same_shape("value", value, "log_probs", log_probs);
     if (!gradient.empty()) core::require_same_shape("gradient", gradient, "log_probs", log_probs);
     with_kl_estimator(options, [&](auto estimator, auto straight) {
@@ -119,8 +125,8 @@ void kl_penalty(matrix_view<const T> log_probs, matrix_view<const T> reference_l
                 const T* reference = reference_log_probs.row(row);
                 core::for_each_batch<C>(log_probs.cols, [&](index_type i, index_type count) {
                     core::batch<C> k, g;
-                    kl_batch<decltype(estimator)::value, decltype(straight)::value>(core::load(x + i, count), core::load(reference + i, count),
-                                                                                   options.clamp, k, g);
+                    kl_batch<decltype(estimator)::value, decltype(straight)::value>(
+                        core::load(x + i, count), core::load(reference + i, count), options.clamp, k, g);
                     core::store(value.row(row) + i, k, count);
                     if (!gradient.empty()) core::store(gradient.row(row) + i, g, count);
                 });
@@ -135,7 +141,8 @@ template <class LogProbs, class Reference, class Value>
 void kl_penalty(const LogProbs& log_probs, const Reference& ref_log_probs, Value&& value, matrix_t<LogProbs> gradient,
                 const kl_penalty_options& options) {
     using T = element_t<LogProbs>;
-    static_assert(same_storage_v<T, LogProbs, Reference, Value>, "kl_penalty: log_probs, ref_log_probs and value must have one storage type");
+    static_assert(same_storage_v<T, LogProbs, Reference, Value>,
+                  "kl_penalty: log_probs, ref_log_probs and value must have one storage type");
     detail::kl_penalty<T>(view(log_probs), view(ref_log_probs), view(value), gradient, options, options.threads);
 }
 

@@ -39,8 +39,8 @@ struct policy_loss_options : execution_options {
     surrogate_options surrogate;
     bool use_kl_loss = false;
     kl_options kl;
-    double kl_coefficient = 0.001;     // β
-    double entropy_coefficient = 0;    // c_H; needs entropies when ≠ 0
+    double kl_coefficient = 0.001;   // β
+    double entropy_coefficient = 0;  // c_H; needs entropies when ≠ 0
     aggregation_options aggregation;
 };
 
@@ -56,8 +56,8 @@ struct policy_loss_result {
 // The loss and metrics; ∂loss/∂logπ into log_probs_gradient and ∂loss/∂H into entropy_gradient
 // (B × T), each when given ({}: not written).
 template <class T>
-policy_loss_result policy_loss(const policy_inputs<T>& inputs, policy_gradient_t<T> log_probs_gradient = {}, policy_gradient_t<T> entropy_gradient = {},
-                               const policy_loss_options& options = {});
+policy_loss_result policy_loss(const policy_inputs<T>& inputs, policy_gradient_t<T> log_probs_gradient = {},
+                               policy_gradient_t<T> entropy_gradient = {}, const policy_loss_options& options = {});
 
 }  // namespace normkit::loss
 

@@ -1,24 +1,26 @@
 // Presets: the loss options that reproduce each framework's defaults, as free functions returning
-// the options struct. Snapshots read: verl 1dda039b9c63 (verl-project/verl), TRL f2cd57710ae3
-// (huggingface/trl), OpenRLHF 3c3be6234e0c (OpenRLHF/OpenRLHF).
+// the options struct (docs/api.md). Each row names the framework's snapshot commit and the files the
+// defaults were read from.
 //
-//   preset              framework, file                          what it sets
-//   verl_actor()        verl verl/trainer/ppo/core_algos.py      vanilla PPO (compute_policy_loss_vanilla): ε 0.2/0.2,
-//                       verl/workers/config/actor.py             dual clip clip_ratio_c = 3.0, log-ratio clamp ±20,
-//                                                                agg_loss token-mean (ActorConfig defaults)
-//   verl_actor(true)    the same + use_kl_loss                   + kl_loss_coef 0.001 · low_var_kl (k3 with kl_penalty's
-//                                                                clamps: ±20 on the log-ratio, ±10 on the value)
-//   trl(loss_type, L, β) TRL trl/trainer/grpo_trainer.py,         PPO clip ε 0.2/0.2, no log-ratio clamp, no dual clip;
-//                       trl/trainer/grpo_config.py               k3 (unclamped) ×β when β > 0 (β default 0.0);
-//                                                                grpo, sapo: seq_mean_token_mean over every local row;
-//                                                                bnpo: local token-mean; dr_grpo: seq_mean_token_sum_norm
-//                                                                (÷B÷L, L = max_completion_length); dapo, cispo:
-//                                                                token-mean (give global_token_count = num_items_in_batch
-//                                                                and data_parallel_size = num_processes);
-//                                                                cispo: cispo_cap with ε_high = 5.0; sapo: τ 1.0/1.05
-//   openrlhf_ppo()      OpenRLHF openrlhf/models/loss.py         PolicyLoss: PPO clip ε 0.2/0.2, log-ratio clamp ±20,
-//                                                                no dual clip, token-mean
-//   k3_plus()           verl core_algos.py kl_penalty "k3+"      kl_options: k3's value with k2's gradient (straight-through)
+//   preset               framework @ commit        files                                  what it sets
+//   verl_actor()         verl-project/verl         verl/trainer/ppo/core_algos.py         vanilla PPO (compute_policy_loss_vanilla): ε 0.2/0.2,
+//                        @ 1dda039b9c63            (compute_policy_loss_vanilla, agg_loss, dual clip clip_ratio_c = 3.0, log-ratio clamp ±20,
+//                                                  kl_penalty), verl/workers/config/      token-mean (ActorConfig defaults)
+//                                                  actor.py (ActorConfig)
+//   verl_actor(true)     the same                  the same                               + use_kl_loss: kl_loss_coef 0.001 · low_var_kl (k3 with
+//                                                                                         kl_penalty's clamps: ±20 on the log-ratio, ±10 on k)
+//   trl(loss_type,       huggingface/trl           trl/trainer/grpo_trainer.py,           PPO clip ε 0.2/0.2, no log-ratio clamp, no dual clip;
+//       L = {}, β = 0)   @ f2cd57710ae3            trl/trainer/grpo_config.py             k3 (unclamped) ×β when β > 0 (TRL's beta, default 0.0);
+//                                                                                         grpo, sapo: seq_mean_token_mean over every local row;
+//                                                                                         bnpo: local token-mean; dr_grpo: seq_mean_token_sum_norm
+//                                                                                         (÷B÷L, L = max_completion_length); dapo, cispo: token-mean
+//                                                                                         (give global_token_count = num_items_in_batch and
+//                                                                                         data_parallel_size = num_processes); cispo: cispo_cap,
+//                                                                                         ε_high = 5.0; sapo: τ 1.0/1.05
+//   openrlhf_ppo()       OpenRLHF/OpenRLHF         openrlhf/models/loss.py (PolicyLoss)   PPO clip ε 0.2/0.2, log-ratio clamp ±20, no dual clip,
+//                        @ 3c3be6234e0c                                                   token-mean
+//   k3_plus()            verl @ 1dda039b9c63       verl/trainer/ppo/core_algos.py         kl_options: "k3+", k3's value with k2's gradient
+//                                                  (kl_penalty)                           (straight-through)
 //
 // TRL divides grpo/bnpo/dr_grpo by the gradient-accumulation steps: pass the step's counts as the
 // global denominators for that (aggregate.hpp).
@@ -45,7 +47,8 @@ inline policy_loss_options verl_actor(bool use_kl_loss = false) {
 
 enum class trl_loss_type { grpo, bnpo, dr_grpo, dapo, cispo, sapo };
 
-inline policy_loss_options trl(trl_loss_type loss_type, std::optional<double> max_completion_length = {}, double beta = 0.0) {
+inline policy_loss_options trl(trl_loss_type loss_type, std::optional<double> max_completion_length = {},
+                               double beta = 0.0) {
     policy_loss_options options;
     options.surrogate.log_ratio_clamp = std::numeric_limits<double>::infinity();
     options.use_kl_loss = beta != 0.0;
@@ -61,7 +64,9 @@ inline policy_loss_options trl(trl_loss_type loss_type, std::optional<double> ma
             break;
         case trl_loss_type::bnpo:
         case trl_loss_type::dapo:
-        case trl_loss_type::cispo: aggregation.mode = aggregation_mode::token_mean; break;
+        case trl_loss_type::cispo:
+            aggregation.mode = aggregation_mode::token_mean;
+            break;
         case trl_loss_type::dr_grpo:
             aggregation.mode = aggregation_mode::seq_mean_token_sum_norm;
             aggregation.form = sum_norm_form::dr_grpo;

@@ -55,24 +55,36 @@
 
 namespace normkit::loss {
 
-enum class surrogate_mode { ppo_clip, cispo_clip, cispo_cap, gspo_token, gspo_sequence, sapo, reinforce, gmpo, gft, gpg = reinforce };
+enum class surrogate_mode {
+    ppo_clip,
+    cispo_clip,
+    cispo_cap,
+    gspo_token,
+    gspo_sequence,
+    sapo,
+    reinforce,
+    gmpo,
+    gft,
+    gpg = reinforce
+};
 
 // Which surrogate and its constants (no threads: policy_loss_options nests it; names as aggregate.hpp says).
 struct surrogate_options {
     surrogate_mode mode = surrogate_mode::ppo_clip;
     double epsilon_low = 0.2;
-    double epsilon_high = 0.2;         // cispo_cap: the absolute cap on r
-    std::optional<double> dual_clip;   // c > 1 (verl default actor: 3.0); ppo_clip only
-    double log_ratio_clamp = 20.0;     // > 0; std::numeric_limits<double>::infinity() for none (TRL)
-    double tau_positive = 1.0;         // SAPO τ+
-    double tau_negative = 1.05;        // SAPO τ−
-    double gft_threshold = 0.5;        // GFT τ
+    double epsilon_high = 0.2;        // cispo_cap: the absolute cap on r
+    std::optional<double> dual_clip;  // c > 1 (verl default actor: 3.0); ppo_clip only
+    double log_ratio_clamp = 20.0;    // > 0; std::numeric_limits<double>::infinity() for none (TRL)
+    double tau_positive = 1.0;        // SAPO τ+
+    double tau_negative = 1.05;       // SAPO τ−
+    double gft_threshold = 0.5;       // GFT τ
 };
 
 // policy_surrogate_forward's and _backward's options: the surrogate, and the threads (default 1).
 struct policy_surrogate_options : surrogate_options, execution_options {
     policy_surrogate_options() = default;
-    policy_surrogate_options(const surrogate_options& what, const execution_options& how = {}) : surrogate_options(what), execution_options(how) {}
+    policy_surrogate_options(const surrogate_options& what, const execution_options& how = {})
+        : surrogate_options(what), execution_options(how) {}
 };
 
 struct surrogate_metrics {
@@ -103,20 +115,23 @@ using policy_gradient_t = matrix_view<typename policy_inputs<T>::value_type>;
 
 // policy_inputs from anything view() accepts (Eigen matrices, tensors, raw views).
 template <class LogProbs, class Advantages>
-policy_inputs<element_t<LogProbs>> make_policy_inputs(const LogProbs& log_probs, const_matrix_t<LogProbs> old_log_probs, const Advantages& advantages,
-                                                      const_matrix_t<LogProbs> mask = {}, const_matrix_t<LogProbs> ref_log_probs = {},
+policy_inputs<element_t<LogProbs>> make_policy_inputs(const LogProbs& log_probs, const_matrix_t<LogProbs> old_log_probs,
+                                                      const Advantages& advantages, const_matrix_t<LogProbs> mask = {},
+                                                      const_matrix_t<LogProbs> ref_log_probs = {},
                                                       const_matrix_t<LogProbs> entropies = {});
 
 // The per-token surrogate ℓ into `loss` (B × T, required), and the metrics.
 template <class T, class Loss>
-surrogate_metrics policy_surrogate_forward(const policy_inputs<T>& inputs, Loss&& loss, const policy_surrogate_options& options = {});
+surrogate_metrics policy_surrogate_forward(const policy_inputs<T>& inputs, Loss&& loss,
+                                           const policy_surrogate_options& options = {});
 
 // ∂loss/∂logπ from the upstream loss_gradient = ∂loss/∂ℓ (B × T, e.g. the weights of aggregate_loss):
 // a vector-Jacobian product, exact for the sequence forms too, into log_probs_gradient when given
 // ({}: only the metrics). Tokens with m = 0 get 0.
 template <class T, class LossGradient>
 surrogate_metrics policy_surrogate_backward(const LossGradient& loss_gradient, const policy_inputs<T>& inputs,
-                                            policy_gradient_t<T> log_probs_gradient = {}, const policy_surrogate_options& options = {});
+                                            policy_gradient_t<T> log_probs_gradient = {},
+                                            const policy_surrogate_options& options = {});
 
 }  // namespace normkit::loss
 

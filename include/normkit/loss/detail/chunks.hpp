@@ -26,7 +26,9 @@ const core::compute_t<T>* compute_chunk(const T* source, index_type n, core::com
         (void)buffer;
         return source;
     } else {
-        core::for_each_batch<C>(n, [&](index_type i, index_type count) { core::batch<C>(core::load(source + i, count)).store_aligned(buffer + i); });
+        core::for_each_batch<C>(n, [&](index_type i, index_type count) {
+            core::batch<C>(core::load(source + i, count)).store_aligned(buffer + i);
+        });
         return buffer;
     }
 }
@@ -35,7 +37,9 @@ const core::compute_t<T>* compute_chunk(const T* source, index_type n, core::com
 template <class T>
 void store_chunk(T* destination, const core::compute_t<T>* values, index_type n) {
     using C = core::compute_t<T>;
-    core::for_each_batch<C>(n, [&](index_type i, index_type count) { core::store(destination + i, core::batch<C>::load_aligned(values + i), count); });
+    core::for_each_batch<C>(n, [&](index_type i, index_type count) {
+        core::store(destination + i, core::batch<C>::load_aligned(values + i), count);
+    });
 }
 
 // min, max and |·| by compare and select: GCC 12 reports xsimd's AVX-512 forms as reading an

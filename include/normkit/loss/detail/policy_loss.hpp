@@ -62,7 +62,8 @@ template <class C>
 struct policy_row {
     core::batch<C> a, entropy_scale;  // a_i and −c_H·a_i
     // Parentheses, not braces: a braced batch is xsimd's lane-by-lane initializer list.
-    core::batch<C> policy = core::batch<C>(C(0)), kl = core::batch<C>(C(0)), entropy = core::batch<C>(C(0)), bad = core::batch<C>(C(0));
+    core::batch<C> policy = core::batch<C>(C(0)), kl = core::batch<C>(C(0)), entropy = core::batch<C>(C(0)),
+                   bad = core::batch<C>(C(0));
 };
 
 // The compute-type chunks of the inputs at one offset of a row, and the gradient rows there.
@@ -75,11 +76,14 @@ struct policy_chunk {
 
 // ℓ and ∂ℓ/∂x of one batch: computed here (fused PPO) or read from the chunk's buffers.
 template <class V, class T, class C = core::compute_t<T>>
-[[gnu::always_inline]] inline void surrogate_step(const policy_loss_pass<T>& pass, const policy_chunk<T>& chunk, const policy_loss_buffers<T>& buffers,
-                                                  index_type i, index_type c, const core::batch<C>& mv, const core::batch_mask<C>& selected,
-                                                  const sequence_state<C>& state, surrogate_sums<C>& metrics, core::batch<C>& ell, core::batch<C>& g) {
+[[gnu::always_inline]] inline void surrogate_step(const policy_loss_pass<T>& pass, const policy_chunk<T>& chunk,
+                                                  const policy_loss_buffers<T>& buffers, index_type i, index_type c,
+                                                  const core::batch<C>& mv, const core::batch_mask<C>& selected,
+                                                  const sequence_state<C>& state, surrogate_sums<C>& metrics,
+                                                  core::batch<C>& ell, core::batch<C>& g) {
     if constexpr (V::fused_ppo) {
-        const auto terms = surrogate_batch<surrogate_mode::ppo_clip>(pass.surrogate, state, core::load(chunk.x + i, c), core::load(chunk.old + i, c),
+        const auto terms = surrogate_batch<surrogate_mode::ppo_clip>(pass.surrogate, state, core::load(chunk.x + i, c),
+                                                                     core::load(chunk.old + i, c),
                                                                      core::load(chunk.advantages + i, c));
         metrics.add(terms, mv, selected);
         ell = terms.loss;
@@ -92,7 +96,8 @@ template <class V, class T, class C = core::compute_t<T>>
 
 // The gradient of one batch, a·m·g (0 where m = 0), streamed when the pass streams and the batch is whole.
 template <class T, class C>
-[[gnu::always_inline]] inline void store_gradient(const policy_loss_pass<T>& pass, T* gradient_row, index_type c, const core::batch<C>& value) {
+[[gnu::always_inline]] inline void store_gradient(const policy_loss_pass<T>& pass, T* gradient_row, index_type c,
+                                                  const core::batch<C>& value) {
     if constexpr (std::is_same_v<T, float>) {
         if (pass.stream && c == core::width<C>) {
             core::store_stream(gradient_row, value);
@@ -105,13 +110,16 @@ template <class T, class C>
 // The optional terms of one batch: β·∂k/∂x added to g and m·k to the row's KL sum (kl.hpp); m·H to
 // its entropy sum (whose gradient, −c_H·a_i·m, needs no per-token value).
 template <class V, class T, class C = core::compute_t<T>>
-[[gnu::always_inline]] inline void kl_entropy_step(const policy_loss_pass<T>& pass, const policy_chunk<T>& chunk, index_type i, index_type c,
-                                                   const core::batch<C>& mv, const core::batch_mask<C>& selected, core::batch<C>& g, policy_row<C>& row) {
+[[gnu::always_inline]] inline void kl_entropy_step(const policy_loss_pass<T>& pass, const policy_chunk<T>& chunk,
+                                                   index_type i, index_type c, const core::batch<C>& mv,
+                                                   const core::batch_mask<C>& selected, core::batch<C>& g,
+                                                   policy_row<C>& row) {
     using core::batch;
     const batch<C> zero(C(0));
     if constexpr (V::kl) {
         batch<C> k, gk;
-        kl_batch<V::estimator, V::straight_through>(core::load(chunk.x + i, c), core::load(chunk.reference + i, c), pass.options.kl.clamp, k, gk);
+        kl_batch<V::estimator, V::straight_through>(core::load(chunk.x + i, c), core::load(chunk.reference + i, c),
+                                                    pass.options.kl.clamp, k, gk);
         g += batch<C>(pass.beta) * gk;
         row.kl += xsimd::select(selected, mv * k, zero);
     }
@@ -120,8 +128,9 @@ template <class V, class T, class C = core::compute_t<T>>
 
 // One batch of tokens: the surrogate, the KL and entropy terms, both gradients, and the row's sums.
 template <class V, class T, class C = core::compute_t<T>>
-[[gnu::always_inline]] inline void policy_step(const policy_loss_pass<T>& pass, const policy_chunk<T>& chunk, const policy_loss_buffers<T>& buffers,
-                                               index_type i, index_type c, const sequence_state<C>& state, policy_row<C>& row,
+[[gnu::always_inline]] inline void policy_step(const policy_loss_pass<T>& pass, const policy_chunk<T>& chunk,
+                                               const policy_loss_buffers<T>& buffers, index_type i, index_type c,
+                                               const sequence_state<C>& state, policy_row<C>& row,
                                                surrogate_sums<C>& metrics) {
     using core::batch;
     const batch<C> zero(C(0)), one(C(1)), infinity(std::numeric_limits<C>::infinity());
@@ -132,15 +141,17 @@ template <class V, class T, class C = core::compute_t<T>>
     surrogate_step<V>(pass, chunk, buffers, i, c, mv, selected, state, metrics, ell, g);
     kl_entropy_step<V>(pass, chunk, i, c, mv, selected, g, row);
     if (chunk.gradient) store_gradient(pass, chunk.gradient + i, c, xsimd::select(selected, row.a * mv * g, zero));
-    if (chunk.entropy_gradient) core::store(chunk.entropy_gradient + i, xsimd::select(selected, row.entropy_scale * mv, zero), c);
+    if (chunk.entropy_gradient)
+        core::store(chunk.entropy_gradient + i, xsimd::select(selected, row.entropy_scale * mv, zero), c);
     row.policy += xsimd::select(selected, mv * ell, zero);
     row.bad += xsimd::select(bad, one, zero);
 }
 
 // One chunk of n tokens at `offset` of a row.
 template <class V, class T, class C = core::compute_t<T>>
-[[gnu::always_inline]] inline void policy_chunk_pass(const policy_loss_pass<T>& pass, policy_loss_buffers<T>& buffers, index_type row_index,
-                                                     index_type offset, index_type n, const sequence_state<C>& state, policy_row<C>& row,
+[[gnu::always_inline]] inline void policy_chunk_pass(const policy_loss_pass<T>& pass, policy_loss_buffers<T>& buffers,
+                                                     index_type row_index, index_type offset, index_type n,
+                                                     const sequence_state<C>& state, policy_row<C>& row,
                                                      surrogate_sums<C>& metrics) {
     auto& reader = buffers.reader;
     policy_chunk<T> chunk;
@@ -149,13 +160,16 @@ template <class V, class T, class C = core::compute_t<T>>
     chunk.advantages = reader.advantages(offset, n);
     chunk.mask = reader.mask(offset, n);
     if constexpr (!V::fused_ppo)
-        surrogate_chunk(pass.surrogate, state, chunk.x, chunk.old, chunk.advantages, chunk.mask, n, buffers.loss.values, buffers.derivative.values,
-                        metrics);
-    chunk.reference = V::kl ? compute_chunk(pass.inputs.ref_log_probs.row(row_index) + offset, n, buffers.reference.values) : nullptr;
-    chunk.entropies = V::entropy ? compute_chunk(pass.inputs.entropies.row(row_index) + offset, n, buffers.entropy.values) : nullptr;
+        surrogate_chunk(pass.surrogate, state, chunk.x, chunk.old, chunk.advantages, chunk.mask, n, buffers.loss.values,
+                        buffers.derivative.values, metrics);
+    chunk.reference =
+        V::kl ? compute_chunk(pass.inputs.ref_log_probs.row(row_index) + offset, n, buffers.reference.values) : nullptr;
+    chunk.entropies =
+        V::entropy ? compute_chunk(pass.inputs.entropies.row(row_index) + offset, n, buffers.entropy.values) : nullptr;
     chunk.gradient = pass.gradient.empty() ? nullptr : pass.gradient.row(row_index) + offset;
     chunk.entropy_gradient = pass.entropy_gradient.empty() ? nullptr : pass.entropy_gradient.row(row_index) + offset;
-    for (index_type i = 0; i < n; i += core::width<C>) policy_step<V>(pass, chunk, buffers, i, std::min(core::width<C>, n - i), state, row, metrics);
+    for (index_type i = 0; i < n; i += core::width<C>)
+        policy_step<V>(pass, chunk, buffers, i, std::min(core::width<C>, n - i), state, row, metrics);
 }
 
 // Per row, partial[] gets: the three aggregated terms (×a_i), the metrics (clipped, lower, x_old − x,
@@ -194,7 +208,8 @@ void add_row_sums(const policy_row<C>& row, const surrogate_sums<C>& metrics, C 
 
 // One row: a_i, the sequence state, the chunks, the sums.
 template <class V, class T>
-void policy_loss_row(const policy_loss_pass<T>& pass, policy_loss_buffers<T>& buffers, index_type row_index, double* partial) {
+void policy_loss_row(const policy_loss_pass<T>& pass, policy_loss_buffers<T>& buffers, index_type row_index,
+                     double* partial) {
     using C = core::compute_t<T>;
     const index_type cols = pass.inputs.log_probs.cols;
     buffers.reader.start(row_index);
@@ -203,21 +218,25 @@ void policy_loss_row(const policy_loss_pass<T>& pass, policy_loss_buffers<T>& bu
     row.a = core::batch<C>(a);
     row.entropy_scale = core::batch<C>(-pass.entropy_coefficient * a);
     const sequence_state<C> state =
-        pass.sequence ? sequence_row(pass.surrogate, buffers.reader, static_cast<const matrix_view<const T>*>(nullptr)) : sequence_state<C>{};
+        pass.sequence ? sequence_row(pass.surrogate, buffers.reader, static_cast<const matrix_view<const T>*>(nullptr))
+                      : sequence_state<C>{};
     surrogate_sums<C> metrics;
     for (index_type offset = 0; offset < cols; offset += chunk_size)
-        policy_chunk_pass<V>(pass, buffers, row_index, offset, std::min(chunk_size, cols - offset), state, row, metrics);
+        policy_chunk_pass<V>(pass, buffers, row_index, offset, std::min(chunk_size, cols - offset), state, row,
+                             metrics);
     add_row_sums<V>(row, metrics, a, partial);
 }
 
 // Every row, in the fixed partition of reduce_rows: the totals of add_row_sums.
 template <class V, class T>
 const double* policy_loss_rows(const policy_loss_pass<T>& pass) {
-    return core::reduce_rows<double>(pass.inputs.log_probs.rows, policy_sums_width, pass.options.threads, [&](index_type begin, index_type end, double* partial) {
-        policy_loss_buffers<T> buffers(pass.inputs);
-        for (index_type row = begin; row < end; ++row) policy_loss_row<V>(pass, buffers, row, partial);
-        if (pass.stream) core::stream_fence();
-    });
+    return core::reduce_rows<double>(pass.inputs.log_probs.rows, policy_sums_width, pass.options.threads,
+                                     [&](index_type begin, index_type end, double* partial) {
+                                         policy_loss_buffers<T> buffers(pass.inputs);
+                                         for (index_type row = begin; row < end; ++row)
+                                             policy_loss_row<V>(pass, buffers, row, partial);
+                                         if (pass.stream) core::stream_fence();
+                                     });
 }
 
 // The variant the options ask for, chosen at run time once.
@@ -228,15 +247,18 @@ const double* run_policy_loss(const policy_loss_pass<T>& pass) {
     if (!options.use_kl_loss) {
         return core::with_flags(
             [&](auto with_entropy, auto fused) {
-                return policy_loss_rows<policy_loss_variant<kl_estimator::k1, false, false, decltype(with_entropy)::value, decltype(fused)::value>>(pass);
+                return policy_loss_rows<policy_loss_variant<kl_estimator::k1, false, false,
+                                                            decltype(with_entropy)::value, decltype(fused)::value>>(
+                    pass);
             },
             entropy, ppo);
     }
     return with_kl_estimator(options.kl, [&](auto estimator, auto straight) {
         return core::with_flags(
             [&](auto with_entropy, auto fused) {
-                return policy_loss_rows<policy_loss_variant<decltype(estimator)::value, decltype(straight)::value, true, decltype(with_entropy)::value,
-                                                            decltype(fused)::value>>(pass);
+                return policy_loss_rows<policy_loss_variant<decltype(estimator)::value, decltype(straight)::value, true,
+                                                            decltype(with_entropy)::value, decltype(fused)::value>>(
+                    pass);
             },
             entropy, ppo);
     });
@@ -247,8 +269,8 @@ template <class T>
 bool streams_gradient(const matrix_view<T>& gradient) {
     if constexpr (core::can_stream_v<T> && std::is_same_v<T, float>) {
         return !gradient.empty() && static_cast<double>(gradient.size()) * sizeof(T) > policy_gradient_stream_bytes &&
-               reinterpret_cast<std::uintptr_t>(gradient.data) % 64 == 0 && (gradient.row_stride * sizeof(T)) % 64 == 0 &&
-               gradient.cols % core::width<core::compute_t<T>> == 0;
+               reinterpret_cast<std::uintptr_t>(gradient.data) % 64 == 0 &&
+               (gradient.row_stride * sizeof(T)) % 64 == 0 && gradient.cols % core::width<core::compute_t<T>> == 0;
     } else {
         (void)gradient;
         return false;
@@ -256,14 +278,16 @@ bool streams_gradient(const matrix_view<T>& gradient) {
 }
 
 template <class T>
-void validate_policy_loss(const policy_inputs<T>& inputs, const matrix_view<T>& gradient, const matrix_view<T>& entropy_gradient,
-                          const policy_loss_options& options) {
+void validate_policy_loss(const policy_inputs<T>& inputs, const matrix_view<T>& gradient,
+                          const matrix_view<T>& entropy_gradient, const policy_loss_options& options) {
     validate(options.surrogate);
     validate(inputs, options.surrogate.mode);
     const auto& x = inputs.log_probs;
     core::require(std::isfinite(options.kl_coefficient), "kl_coefficient must be finite, got ", options.kl_coefficient);
-    core::require(std::isfinite(options.entropy_coefficient), "entropy_coefficient must be finite, got ", options.entropy_coefficient);
-    core::require(!options.use_kl_loss || !inputs.ref_log_probs.empty() || x.size() == 0, "ref_log_probs are needed when use_kl_loss is set");
+    core::require(std::isfinite(options.entropy_coefficient), "entropy_coefficient must be finite, got ",
+                  options.entropy_coefficient);
+    core::require(!options.use_kl_loss || !inputs.ref_log_probs.empty() || x.size() == 0,
+                  "ref_log_probs are needed when use_kl_loss is set");
     core::require(options.entropy_coefficient == 0 || !inputs.entropies.empty() || x.size() == 0,
                   "entropies are needed when entropy_coefficient is not 0");
     if (!gradient.empty()) core::require_same_shape("log_probs_gradient", gradient, "log_probs", x);
@@ -271,33 +295,37 @@ void validate_policy_loss(const policy_inputs<T>& inputs, const matrix_view<T>& 
 }
 
 // The result from the totals of add_row_sums.
-inline policy_loss_result policy_loss_totals(const double* totals, const policy_loss_options& options, index_type rows) {
+inline policy_loss_result policy_loss_totals(const double* totals, const policy_loss_options& options,
+                                             index_type rows) {
     policy_loss_result result;
     result.policy_loss = totals[0];
     result.kl_loss = totals[1];
     result.entropy_loss = totals[2];
-    result.loss = totals[0] + options.kl_coefficient * (options.use_kl_loss ? totals[1] : 0.0) - options.entropy_coefficient * totals[2];
+    result.loss = totals[0] + options.kl_coefficient * (options.use_kl_loss ? totals[1] : 0.0) -
+                  options.entropy_coefficient * totals[2];
     result.metrics = surrogate_metrics_from(totals + 3);
     result.sequence_count = options.aggregation.count_empty_rows ? static_cast<double>(rows) : totals[7];
     return result;
 }
 
 template <class T>
-policy_loss_result policy_loss(const policy_inputs<T>& inputs, matrix_view<T> gradient, matrix_view<T> entropy_gradient, const policy_loss_options& options) {
+policy_loss_result policy_loss(const policy_inputs<T>& inputs, matrix_view<T> gradient, matrix_view<T> entropy_gradient,
+                               const policy_loss_options& options) {
     using C = core::compute_t<T>;
     validate_policy_loss(inputs, gradient, entropy_gradient, options);
     const index_type rows = inputs.log_probs.rows;
-    const policy_loss_pass<T> pass{inputs,
-                                   gradient,
-                                   entropy_gradient,
-                                   options,
-                                   plan_aggregation(options.aggregation, inputs.mask, rows, inputs.log_probs.cols, options.threads),
-                                   surrogate_parameters<C>(options.surrogate),
-                                   is_sequence_level(options.surrogate.mode),
-                                   options.aggregation.mask_values == mask_rule::binary,
-                                   streams_gradient(gradient),
-                                   static_cast<C>(options.kl_coefficient),
-                                   static_cast<C>(options.entropy_coefficient)};
+    const policy_loss_pass<T> pass{
+        inputs,
+        gradient,
+        entropy_gradient,
+        options,
+        plan_aggregation(options.aggregation, inputs.mask, rows, inputs.log_probs.cols, options.threads),
+        surrogate_parameters<C>(options.surrogate),
+        is_sequence_level(options.surrogate.mode),
+        options.aggregation.mask_values == mask_rule::binary,
+        streams_gradient(gradient),
+        static_cast<C>(options.kl_coefficient),
+        static_cast<C>(options.entropy_coefficient)};
     const double* totals = run_policy_loss(pass);
     const policy_loss_result result = policy_loss_totals(totals, options, rows);
     check_after_pass(pass.plan, totals[6], result.sequence_count, totals[8]);
@@ -309,8 +337,8 @@ policy_loss_result policy_loss(const policy_inputs<T>& inputs, matrix_view<T> gr
 namespace normkit::loss {
 
 template <class T>
-policy_loss_result policy_loss(const policy_inputs<T>& inputs, policy_gradient_t<T> log_probs_gradient, policy_gradient_t<T> entropy_gradient,
-                               const policy_loss_options& options) {
+policy_loss_result policy_loss(const policy_inputs<T>& inputs, policy_gradient_t<T> log_probs_gradient,
+                               policy_gradient_t<T> entropy_gradient, const policy_loss_options& options) {
     static_assert(same_storage_v<T>, "policy_loss: the inputs must be float, double, bfloat16 or half");
     return detail::policy_loss<T>(inputs, log_probs_gradient, entropy_gradient, options);
 }

@@ -14,27 +14,31 @@
 
 namespace normkit::loss::detail {
 
-inline bool uses_old_log_probs(surrogate_mode mode) { return mode != surrogate_mode::reinforce && mode != surrogate_mode::gft; }
+inline bool uses_old_log_probs(surrogate_mode mode) {
+    return mode != surrogate_mode::reinforce && mode != surrogate_mode::gft;
+}
 
 inline bool is_sequence_level(surrogate_mode mode) {
     return mode == surrogate_mode::gspo_token || mode == surrogate_mode::gspo_sequence || mode == surrogate_mode::gmpo;
 }
 
 inline void validate(const surrogate_options& options) {
-    core::require(std::isfinite(options.epsilon_low) && options.epsilon_low >= 0, "epsilon_low must be finite and >= 0, got ",
-                  options.epsilon_low);
-    core::require(std::isfinite(options.epsilon_high) && options.epsilon_high >= 0, "epsilon_high must be finite and >= 0, got ",
-                  options.epsilon_high);
+    core::require(std::isfinite(options.epsilon_low) && options.epsilon_low >= 0,
+                  "epsilon_low must be finite and >= 0, got ", options.epsilon_low);
+    core::require(std::isfinite(options.epsilon_high) && options.epsilon_high >= 0,
+                  "epsilon_high must be finite and >= 0, got ", options.epsilon_high);
     core::require(options.mode != surrogate_mode::cispo_cap || options.epsilon_high > 0,
                   "epsilon_high (the cispo_cap cap) must be > 0, got ", options.epsilon_high);
-    core::require(!options.dual_clip || (std::isfinite(*options.dual_clip) && *options.dual_clip > 1), "dual_clip c must be > 1, got ",
-                  options.dual_clip ? *options.dual_clip : 0.0);
-    core::require(options.log_ratio_clamp > 0, "log_ratio_clamp must be > 0 (infinity for none), got ", options.log_ratio_clamp);
-    core::require(std::isfinite(options.tau_positive) && options.tau_positive > 0 && std::isfinite(options.tau_negative) &&
-                      options.tau_negative > 0,
-                  "tau_positive and tau_negative must be > 0, got ", options.tau_positive, " and ", options.tau_negative);
-    core::require(std::isfinite(options.gft_threshold) && options.gft_threshold >= 0, "gft_threshold must be finite and >= 0, got ",
-                  options.gft_threshold);
+    core::require(!options.dual_clip || (std::isfinite(*options.dual_clip) && *options.dual_clip > 1),
+                  "dual_clip c must be > 1, got ", options.dual_clip ? *options.dual_clip : 0.0);
+    core::require(options.log_ratio_clamp > 0, "log_ratio_clamp must be > 0 (infinity for none), got ",
+                  options.log_ratio_clamp);
+    core::require(std::isfinite(options.tau_positive) && options.tau_positive > 0 &&
+                      std::isfinite(options.tau_negative) && options.tau_negative > 0,
+                  "tau_positive and tau_negative must be > 0, got ", options.tau_positive, " and ",
+                  options.tau_negative);
+    core::require(std::isfinite(options.gft_threshold) && options.gft_threshold >= 0,
+                  "gft_threshold must be finite and >= 0, got ", options.gft_threshold);
 }
 
 template <class T>
@@ -42,14 +46,16 @@ void validate(const policy_inputs<T>& inputs, surrogate_mode mode) {
     const auto& x = inputs.log_probs;
     core::require_data("log_probs", x);
     if (uses_old_log_probs(mode)) {
-        core::require(!inputs.old_log_probs.empty() || x.size() == 0, "old_log_probs are needed by this surrogate mode");
+        core::require(!inputs.old_log_probs.empty() || x.size() == 0,
+                      "old_log_probs are needed by this surrogate mode");
     }
     if (!inputs.old_log_probs.empty()) core::require_same_shape("old_log_probs", inputs.old_log_probs, "log_probs", x);
     core::require(!inputs.advantages.empty() || x.size() == 0, "advantages are missing");
     if (!inputs.advantages.empty())
-        core::require(inputs.advantages.rows == x.rows && (inputs.advantages.cols == x.cols || inputs.advantages.cols == 1), "advantages has shape ",
-                      inputs.advantages.rows, "x", inputs.advantages.cols, " but log_probs has shape ", x.rows, "x", x.cols, " (expected ",
-                      x.rows, "x", x.cols, " or ", x.rows, "x1)");
+        core::require(
+            inputs.advantages.rows == x.rows && (inputs.advantages.cols == x.cols || inputs.advantages.cols == 1),
+            "advantages has shape ", inputs.advantages.rows, "x", inputs.advantages.cols, " but log_probs has shape ",
+            x.rows, "x", x.cols, " (expected ", x.rows, "x", x.cols, " or ", x.rows, "x1)");
     if (!inputs.mask.empty()) core::require_same_shape("mask", inputs.mask, "log_probs", x);
     if (!inputs.ref_log_probs.empty()) core::require_same_shape("ref_log_probs", inputs.ref_log_probs, "log_probs", x);
     if (!inputs.entropies.empty()) core::require_same_shape("entropies", inputs.entropies, "log_probs", x);
@@ -89,7 +95,8 @@ struct token_terms {
 // ℓ, ∂ℓ/∂x and the metric flags of one batch of tokens under surrogate M. Forced inline, as the
 // fused policy-loss step calls it per batch: a call would pass the batches through memory.
 template <surrogate_mode M, class C>
-[[gnu::always_inline]] inline token_terms<C> surrogate_batch(const surrogate_parameters<C>& p, const sequence_state<C>& row, const core::batch<C>& x,
+[[gnu::always_inline]] inline token_terms<C> surrogate_batch(const surrogate_parameters<C>& p,
+                                                             const sequence_state<C>& row, const core::batch<C>& x,
                                                              const core::batch<C>& old, const core::batch<C>& a) {
     using core::batch;
     const batch<C> zero(C(0)), one(C(1));
@@ -118,8 +125,9 @@ template <surrogate_mode M, class C>
         out.clipped_lower = xsimd::select(lower, one, zero);
     } else if constexpr (M == surrogate_mode::cispo_clip || M == surrogate_mode::cispo_cap) {
         const batch<C> r = core::exp(d);
-        const batch<C> coefficient = M == surrogate_mode::cispo_clip ? minimum(maximum(r, batch<C>(p.low)), batch<C>(p.high))
-                                                                     : minimum(r, batch<C>(p.epsilon_high));
+        const batch<C> coefficient = M == surrogate_mode::cispo_clip
+                                         ? minimum(maximum(r, batch<C>(p.low)), batch<C>(p.high))
+                                         : minimum(r, batch<C>(p.epsilon_high));
         out.loss = -coefficient * a * x;
         out.derivative = -coefficient * a;
         out.clipped = xsimd::select(coefficient != r, one, zero);
@@ -148,18 +156,20 @@ template <surrogate_mode M, class C>
         out.derivative = -a * coefficient;
     } else {  // gmpo
         const auto positive = a > zero, negative = a < zero;
-        const auto active = ((positive & (d <= batch<C>(p.epsilon_high))) | (negative & (d >= -batch<C>(p.epsilon_low)))) & passes;
+        const auto active =
+            ((positive & (d <= batch<C>(p.epsilon_high))) | (negative & (d >= -batch<C>(p.epsilon_low)))) & passes;
         out.loss = -a * batch<C>(row.ratio);
         out.derivative = xsimd::select(active, batch<C>(row.gradient_scale), zero);
-        out.clipped = xsimd::select((positive & (d > batch<C>(p.epsilon_high))) | (negative & (d < -batch<C>(p.epsilon_low))), one, zero);
+        out.clipped = xsimd::select(
+            (positive & (d > batch<C>(p.epsilon_high))) | (negative & (d < -batch<C>(p.epsilon_low))), one, zero);
     }
     return out;
 }
 
 // GMPO's pessimistic clipped log-ratio, and GSPO's plain one, for the row's mean.
 template <class C>
-inline core::batch<C> sequence_log_ratio(const surrogate_parameters<C>& p, const core::batch<C>& x, const core::batch<C>& old,
-                                         const core::batch<C>& a) {
+inline core::batch<C> sequence_log_ratio(const surrogate_parameters<C>& p, const core::batch<C>& x,
+                                         const core::batch<C>& old, const core::batch<C>& a) {
     using core::batch;
     const batch<C> raw = x - old;
     if (p.mode != surrogate_mode::gmpo) return raw;
@@ -185,15 +195,22 @@ struct row_reader {
     }
     void start(index_type row_) {
         row = row_;
-        if (broadcast) std::fill(advantage_buffer.values, advantage_buffer.values + chunk_size, core::to_compute(inputs.advantages(row, 0)));
+        if (broadcast)
+            std::fill(advantage_buffer.values, advantage_buffer.values + chunk_size,
+                      core::to_compute(inputs.advantages(row, 0)));
     }
-    const C* x(index_type offset, index_type n) { return compute_chunk(inputs.log_probs.row(row) + offset, n, x_buffer.values); }
+    const C* x(index_type offset, index_type n) {
+        return compute_chunk(inputs.log_probs.row(row) + offset, n, x_buffer.values);
+    }
     // Modes without old log-probs read x itself: d = 0.
     const C* old(index_type offset, index_type n, const C* x_chunk) {
-        return inputs.old_log_probs.empty() ? x_chunk : compute_chunk(inputs.old_log_probs.row(row) + offset, n, old_buffer.values);
+        return inputs.old_log_probs.empty()
+                   ? x_chunk
+                   : compute_chunk(inputs.old_log_probs.row(row) + offset, n, old_buffer.values);
     }
     const C* advantages(index_type offset, index_type n) {
-        return broadcast ? advantage_buffer.values : compute_chunk(inputs.advantages.row(row) + offset, n, advantage_buffer.values);
+        return broadcast ? advantage_buffer.values
+                         : compute_chunk(inputs.advantages.row(row) + offset, n, advantage_buffer.values);
     }
     const C* mask(index_type offset, index_type n) {
         return inputs.mask.empty() ? ones.values : compute_chunk(inputs.mask.row(row) + offset, n, mask_buffer.values);
@@ -206,8 +223,8 @@ struct row_reader {
 // The sequence state of the current row. `weights` (upstream ∂loss/∂ℓ, same shape) gives D_i; when
 // absent, D_i uses the mask (the caller then multiplies by its row scale a_i).
 template <class T>
-sequence_state<core::compute_t<T>> sequence_row(const surrogate_parameters<core::compute_t<T>>& p, row_reader<T>& reader,
-                                                const matrix_view<const T>* weights) {
+sequence_state<core::compute_t<T>> sequence_row(const surrogate_parameters<core::compute_t<T>>& p,
+                                                row_reader<T>& reader, const matrix_view<const T>* weights) {
     using C = core::compute_t<T>;
     using core::batch;
     sequence_state<C> state;
@@ -227,8 +244,8 @@ sequence_state<core::compute_t<T>> sequence_row(const surrogate_parameters<core:
             const auto av = core::load(a + i, c);
             const auto va = xsimd::select(selected, core::load(v + i, c) * av, zero);
             const auto g = sequence_log_ratio(p, core::load(x + i, c), core::load(old + i, c), av);
-            return std::array<batch<C>, 4>{mv, xsimd::select(selected, mv * g, zero), xsimd::select(av > zero, va, zero),
-                                           xsimd::select(av < zero, va, zero)};
+            return std::array<batch<C>, 4>{mv, xsimd::select(selected, mv * g, zero),
+                                           xsimd::select(av > zero, va, zero), xsimd::select(av < zero, va, zero)};
         });
         count += static_cast<double>(sums[0]);
         log_ratio_sum += static_cast<double>(sums[1]);
@@ -244,7 +261,8 @@ sequence_state<core::compute_t<T>> sequence_row(const surrogate_parameters<core:
         const double s = std::exp(std::clamp(z, -limit, limit));
         state.ratio = static_cast<C>(s);
         const double sv = static_cast<double>(state.ratio);
-        const double derivative = -(positive * (sv <= static_cast<double>(p.high) ? 1.0 : 0.0) + negative * (sv >= static_cast<double>(p.low) ? 1.0 : 0.0));
+        const double derivative = -(positive * (sv <= static_cast<double>(p.high) ? 1.0 : 0.0) +
+                                    negative * (sv >= static_cast<double>(p.low) ? 1.0 : 0.0));
         state.gradient_scale = count > 0 && std::abs(z) <= limit ? static_cast<C>(derivative * s / count) : C(0);
     } else {
         const double s = std::exp(z);
@@ -258,10 +276,11 @@ sequence_state<core::compute_t<T>> sequence_row(const surrogate_parameters<core:
 template <class C>
 struct surrogate_sums {
     // Parentheses, not braces: a braced batch is xsimd's lane-by-lane initializer list.
-    core::batch<C> clipped = core::batch<C>(C(0)), clipped_lower = core::batch<C>(C(0)), negative_log_ratio = core::batch<C>(C(0)),
-                   tokens = core::batch<C>(C(0));
+    core::batch<C> clipped = core::batch<C>(C(0)), clipped_lower = core::batch<C>(C(0)),
+                   negative_log_ratio = core::batch<C>(C(0)), tokens = core::batch<C>(C(0));
 
-    [[gnu::always_inline]] void add(const token_terms<C>& terms, const core::batch<C>& mask, const core::batch_mask<C>& selected) {
+    [[gnu::always_inline]] void add(const token_terms<C>& terms, const core::batch<C>& mask,
+                                    const core::batch_mask<C>& selected) {
         const core::batch<C> zero(C(0));
         clipped += xsimd::select(selected, mask * terms.clipped, zero);
         clipped_lower += xsimd::select(selected, mask * terms.clipped_lower, zero);
@@ -272,14 +291,15 @@ struct surrogate_sums {
 
 // One chunk: ℓ and the derivative into buffers, the masked metrics into `sums`.
 template <surrogate_mode M, class C>
-void surrogate_chunk_as(const surrogate_parameters<C>& p, const sequence_state<C>& row, const C* x, const C* old, const C* a, const C* m,
-                        index_type n, C* loss, C* derivative, surrogate_sums<C>& sums) {
+void surrogate_chunk_as(const surrogate_parameters<C>& p, const sequence_state<C>& row, const C* x, const C* old,
+                        const C* a, const C* m, index_type n, C* loss, C* derivative, surrogate_sums<C>& sums) {
     using core::batch;
     constexpr index_type lanes = core::width<C>;
     const batch<C> zero(C(0));
     for (index_type i = 0; i < n; i += lanes) {
         const index_type c = std::min(lanes, n - i);
-        const auto terms = surrogate_batch<M>(p, row, core::load(x + i, c), core::load(old + i, c), core::load(a + i, c));
+        const auto terms =
+            surrogate_batch<M>(p, row, core::load(x + i, c), core::load(old + i, c), core::load(a + i, c));
         terms.loss.store_aligned(loss + i);
         terms.derivative.store_aligned(derivative + i);
         const auto mv = core::load(m + i, c);
@@ -288,19 +308,27 @@ void surrogate_chunk_as(const surrogate_parameters<C>& p, const sequence_state<C
 }
 
 template <class C>
-void surrogate_chunk(const surrogate_parameters<C>& p, const sequence_state<C>& row, const C* x, const C* old, const C* a, const C* m,
-                     index_type n, C* loss, C* derivative, surrogate_sums<C>& sums) {
+void surrogate_chunk(const surrogate_parameters<C>& p, const sequence_state<C>& row, const C* x, const C* old,
+                     const C* a, const C* m, index_type n, C* loss, C* derivative, surrogate_sums<C>& sums) {
     switch (p.mode) {
-        case surrogate_mode::ppo_clip: return surrogate_chunk_as<surrogate_mode::ppo_clip>(p, row, x, old, a, m, n, loss, derivative, sums);
-        case surrogate_mode::cispo_clip: return surrogate_chunk_as<surrogate_mode::cispo_clip>(p, row, x, old, a, m, n, loss, derivative, sums);
-        case surrogate_mode::cispo_cap: return surrogate_chunk_as<surrogate_mode::cispo_cap>(p, row, x, old, a, m, n, loss, derivative, sums);
-        case surrogate_mode::gspo_token: return surrogate_chunk_as<surrogate_mode::gspo_token>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::ppo_clip:
+            return surrogate_chunk_as<surrogate_mode::ppo_clip>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::cispo_clip:
+            return surrogate_chunk_as<surrogate_mode::cispo_clip>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::cispo_cap:
+            return surrogate_chunk_as<surrogate_mode::cispo_cap>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::gspo_token:
+            return surrogate_chunk_as<surrogate_mode::gspo_token>(p, row, x, old, a, m, n, loss, derivative, sums);
         case surrogate_mode::gspo_sequence:
             return surrogate_chunk_as<surrogate_mode::gspo_sequence>(p, row, x, old, a, m, n, loss, derivative, sums);
-        case surrogate_mode::sapo: return surrogate_chunk_as<surrogate_mode::sapo>(p, row, x, old, a, m, n, loss, derivative, sums);
-        case surrogate_mode::reinforce: return surrogate_chunk_as<surrogate_mode::reinforce>(p, row, x, old, a, m, n, loss, derivative, sums);
-        case surrogate_mode::gmpo: return surrogate_chunk_as<surrogate_mode::gmpo>(p, row, x, old, a, m, n, loss, derivative, sums);
-        case surrogate_mode::gft: return surrogate_chunk_as<surrogate_mode::gft>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::sapo:
+            return surrogate_chunk_as<surrogate_mode::sapo>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::reinforce:
+            return surrogate_chunk_as<surrogate_mode::reinforce>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::gmpo:
+            return surrogate_chunk_as<surrogate_mode::gmpo>(p, row, x, old, a, m, n, loss, derivative, sums);
+        case surrogate_mode::gft:
+            return surrogate_chunk_as<surrogate_mode::gft>(p, row, x, old, a, m, n, loss, derivative, sums);
     }
 }
 
@@ -328,7 +356,8 @@ inline surrogate_metrics surrogate_metrics_from(const double* sums) {
 // One chunk of ∂loss/∂x into storage: w_t·∂ℓ_t/∂x_t, or for the coupled forms m_t times the row's
 // D_i·s_i/n_i (which `derivative` already holds); 0 where m = 0.
 template <class T, class C = core::compute_t<T>>
-void store_surrogate_gradient(const C* derivative, const C* mask, const C* upstream, bool coupled, index_type n, T* gradient) {
+void store_surrogate_gradient(const C* derivative, const C* mask, const C* upstream, bool coupled, index_type n,
+                              T* gradient) {
     using core::batch;
     const batch<C> zero(C(0));
     core::for_each_batch<C>(n, [&](index_type i, index_type c) {
@@ -341,8 +370,9 @@ void store_surrogate_gradient(const C* derivative, const C* mask, const C* upstr
 
 // Forward (loss_out given) or backward (upstream given, gradient_out optional).
 template <class T>
-surrogate_metrics policy_surrogate(const policy_inputs<T>& inputs, matrix_view<T> loss_out, const matrix_view<const T>* upstream,
-                                   matrix_view<T> gradient_out, const surrogate_options& options, int threads) {
+surrogate_metrics policy_surrogate(const policy_inputs<T>& inputs, matrix_view<T> loss_out,
+                                   const matrix_view<const T>* upstream, matrix_view<T> gradient_out,
+                                   const surrogate_options& options, int threads) {
     using C = core::compute_t<T>;
     validate(options);
     validate(inputs, options.mode);
@@ -355,27 +385,29 @@ surrogate_metrics policy_surrogate(const policy_inputs<T>& inputs, matrix_view<T
     const bool coupled = options.mode == surrogate_mode::gspo_sequence || options.mode == surrogate_mode::gmpo;
     const bool writes_gradient = upstream && !gradient_out.empty();
     const index_type cols = x.cols;
-    const double* totals = core::reduce_rows<double>(x.rows, 4, threads, [&](index_type begin, index_type end, double* partial) {
-        row_reader<T> reader(inputs);
-        chunk_buffer<C> loss_buffer, derivative_buffer, upstream_buffer;
-        for (index_type row = begin; row < end; ++row) {
-            reader.start(row);
-            const sequence_state<C> state = sequence ? sequence_row(p, reader, upstream) : sequence_state<C>{};
-            surrogate_sums<C> sums;
-            for (index_type offset = 0; offset < cols; offset += chunk_size) {
-                const index_type n = std::min(chunk_size, cols - offset);
-                const C* xc = reader.x(offset, n);
-                const C* mc = reader.mask(offset, n);
-                surrogate_chunk(p, state, xc, reader.old(offset, n, xc), reader.advantages(offset, n), mc, n, loss_buffer.values, derivative_buffer.values,
-                                sums);
-                if (!loss_out.empty()) store_chunk(loss_out.row(row) + offset, loss_buffer.values, n);
-                if (writes_gradient)
-                    store_surrogate_gradient(derivative_buffer.values, mc, compute_chunk(upstream->row(row) + offset, n, upstream_buffer.values), coupled,
-                                             n, gradient_out.row(row) + offset);
+    const double* totals =
+        core::reduce_rows<double>(x.rows, 4, threads, [&](index_type begin, index_type end, double* partial) {
+            row_reader<T> reader(inputs);
+            chunk_buffer<C> loss_buffer, derivative_buffer, upstream_buffer;
+            for (index_type row = begin; row < end; ++row) {
+                reader.start(row);
+                const sequence_state<C> state = sequence ? sequence_row(p, reader, upstream) : sequence_state<C>{};
+                surrogate_sums<C> sums;
+                for (index_type offset = 0; offset < cols; offset += chunk_size) {
+                    const index_type n = std::min(chunk_size, cols - offset);
+                    const C* xc = reader.x(offset, n);
+                    const C* mc = reader.mask(offset, n);
+                    surrogate_chunk(p, state, xc, reader.old(offset, n, xc), reader.advantages(offset, n), mc, n,
+                                    loss_buffer.values, derivative_buffer.values, sums);
+                    if (!loss_out.empty()) store_chunk(loss_out.row(row) + offset, loss_buffer.values, n);
+                    if (writes_gradient)
+                        store_surrogate_gradient(derivative_buffer.values, mc,
+                                                 compute_chunk(upstream->row(row) + offset, n, upstream_buffer.values),
+                                                 coupled, n, gradient_out.row(row) + offset);
+                }
+                add_surrogate_sums(sums, partial);
             }
-            add_surrogate_sums(sums, partial);
-        }
-    });
+        });
     return surrogate_metrics_from(totals);
 }
 
@@ -384,8 +416,9 @@ surrogate_metrics policy_surrogate(const policy_inputs<T>& inputs, matrix_view<T
 namespace normkit::loss {
 
 template <class LogProbs, class Advantages>
-policy_inputs<element_t<LogProbs>> make_policy_inputs(const LogProbs& log_probs, const_matrix_t<LogProbs> old_log_probs, const Advantages& advantages,
-                                                      const_matrix_t<LogProbs> mask, const_matrix_t<LogProbs> ref_log_probs,
+policy_inputs<element_t<LogProbs>> make_policy_inputs(const LogProbs& log_probs, const_matrix_t<LogProbs> old_log_probs,
+                                                      const Advantages& advantages, const_matrix_t<LogProbs> mask,
+                                                      const_matrix_t<LogProbs> ref_log_probs,
                                                       const_matrix_t<LogProbs> entropies) {
     using T = element_t<LogProbs>;
     static_assert(same_storage_v<T, LogProbs, Advantages>, "make_policy_inputs: all inputs must have one storage type");
@@ -393,17 +426,21 @@ policy_inputs<element_t<LogProbs>> make_policy_inputs(const LogProbs& log_probs,
 }
 
 template <class T, class Loss>
-surrogate_metrics policy_surrogate_forward(const policy_inputs<T>& inputs, Loss&& loss, const policy_surrogate_options& options) {
+surrogate_metrics policy_surrogate_forward(const policy_inputs<T>& inputs, Loss&& loss,
+                                           const policy_surrogate_options& options) {
     static_assert(same_storage_v<T, Loss>, "policy_surrogate_forward: loss must have the inputs' storage type");
     const matrix_view<T> out = view(loss);
-    core::require(!out.empty() || inputs.log_probs.size() == 0, "loss is missing (", inputs.log_probs.rows, "x", inputs.log_probs.cols, " expected)");
+    core::require(!out.empty() || inputs.log_probs.size() == 0, "loss is missing (", inputs.log_probs.rows, "x",
+                  inputs.log_probs.cols, " expected)");
     return detail::policy_surrogate<T>(inputs, out, nullptr, {}, options, options.threads);
 }
 
 template <class T, class LossGradient>
-surrogate_metrics policy_surrogate_backward(const LossGradient& loss_gradient, const policy_inputs<T>& inputs, policy_gradient_t<T> log_probs_gradient,
+surrogate_metrics policy_surrogate_backward(const LossGradient& loss_gradient, const policy_inputs<T>& inputs,
+                                            policy_gradient_t<T> log_probs_gradient,
                                             const policy_surrogate_options& options) {
-    static_assert(same_storage_v<T, LossGradient>, "policy_surrogate_backward: loss_gradient must have the inputs' storage type");
+    static_assert(same_storage_v<T, LossGradient>,
+                  "policy_surrogate_backward: loss_gradient must have the inputs' storage type");
     const matrix_view<const T> upstream = view(loss_gradient);
     return detail::policy_surrogate<T>(inputs, {}, &upstream, log_probs_gradient, options, options.threads);
 }
