@@ -78,8 +78,8 @@ enum class mask_rule { binary, weights };
 
 // What to aggregate (no threads: policy_loss_options nests it).
 struct aggregation_options {
-    aggregation_mode mode = aggregation_mode::token_mean;
-    sum_norm_form form = sum_norm_form::dr_grpo;
+    aggregation_mode mode = aggregation_mode::token_mean;  // verl's and OpenRLHF's default
+    sum_norm_form form = sum_norm_form::dr_grpo;           // seq_mean_token_sum_norm only
     std::optional<double> normalizer_length;         // L (sum-norm) or T_max (delta_l); default: the padded width; > 0
     double alpha = 0.75;                             // delta_l exponent (ΔL paper default); ≥ 0
     std::optional<double> global_token_count;        // N of the whole batch (all micro-batches, all ranks)
@@ -87,7 +87,7 @@ struct aggregation_options {
     std::optional<double> global_length_weight_sum;  // S = Σ n^(−α) of the whole batch (delta_l)
     double data_parallel_size = 1;                   // dp ≥ 1
     bool count_empty_rows = false;                   // B counts fully-masked rows too (TRL)
-    mask_rule mask_values = mask_rule::binary;
+    mask_rule mask_values = mask_rule::binary;       // binary: 0 or 1; weights: any finite value ≥ 0
 };
 
 // aggregate_loss's options: what to aggregate, and the threads (default 1; any count gives the same bits).

@@ -36,12 +36,12 @@ namespace normkit::loss {
 
 // What to compute (the nested structs, see aggregate.hpp for the naming) and the threads (default 1).
 struct policy_loss_options : execution_options {
-    surrogate_options surrogate;
-    bool use_kl_loss = false;
-    kl_options kl;
-    double kl_coefficient = 0.001;   // β
-    double entropy_coefficient = 0;  // c_H; needs entropies when ≠ 0
-    aggregation_options aggregation;
+    surrogate_options surrogate;      // default: PPO clip, ε 0.2/0.2, log-ratio clamp ±20
+    bool use_kl_loss = false;         // the β·k term; needs ref_log_probs
+    kl_options kl;                    // default: k3 with verl's clamps
+    double kl_coefficient = 0.001;    // β (verl's kl_loss_coef)
+    double entropy_coefficient = 0;   // c_H; needs entropies when ≠ 0
+    aggregation_options aggregation;  // default: token-mean
 };
 
 struct policy_loss_result {

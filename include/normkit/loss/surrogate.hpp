@@ -71,8 +71,8 @@ enum class surrogate_mode {
 // Which surrogate and its constants (no threads: policy_loss_options nests it; names as aggregate.hpp says).
 struct surrogate_options {
     surrogate_mode mode = surrogate_mode::ppo_clip;
-    double epsilon_low = 0.2;
-    double epsilon_high = 0.2;        // cispo_cap: the absolute cap on r
+    double epsilon_low = 0.2;         // lo = 1 − ε_low; ≥ 0
+    double epsilon_high = 0.2;        // hi = 1 + ε_high; ≥ 0; cispo_cap: the absolute cap on r (> 0)
     std::optional<double> dual_clip;  // c > 1 (verl default actor: 3.0); ppo_clip only
     double log_ratio_clamp = 20.0;    // > 0; std::numeric_limits<double>::infinity() for none (TRL)
     double tau_positive = 1.0;        // SAPO τ+
