@@ -49,7 +49,8 @@
 // Any thread count gives the same bits (rows are independent; metrics sum in a fixed order).
 #pragma once
 
-#include "aggregate.hpp"
+#include "../core/execution.hpp"
+#include "../core/view.hpp"
 
 #include <optional>
 
