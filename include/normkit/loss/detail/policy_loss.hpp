@@ -13,6 +13,7 @@
 #include "../../core/parallel.hpp"
 #include "../../core/stream.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -176,31 +177,17 @@ template <class V, class T, class C = core::compute_t<T>>
 // tokens), the row's sequence count, and the mask values the rule rejects.
 inline constexpr index_type policy_sums_width = 9;
 
-// total += a·sum, with a·sum rounded before the addition when Rounded. The single-pass kernel this
-// pass was split from left it to the compiler whether to contract a·sum + total into one fma, and
-// GCC did so except for the surrogate-chunk variants without a k3 KL term; Rounded keeps those
-// variants' double-precision totals bit for bit (float totals do not depend on it: a float sum
-// times a float a_i is exact in double). The volatile store is what forbids the contraction.
-template <bool Rounded>
-inline void add_scaled(double& total, double a, double sum) {
-    if constexpr (Rounded) {
-        const volatile double product = a * sum;
-        total += product;
-    } else {
-        total += a * sum;
-    }
-}
-
-template <class V>
-inline constexpr bool rounds_row_products = !V::fused_ppo && !(V::kl && V::estimator == kl_estimator::k3);
+// total += a·sum as one fma, so that no compiler's choice of contraction decides the last bit of a
+// double-precision total (for float data a·sum is exact in double, and the fma changes nothing).
+inline void add_scaled(double& total, double a, double sum) { total = std::fma(a, sum, total); }
 
 // A row's sums into partial (see policy_sums_width).
 template <class V, class C>
 void add_row_sums(const policy_row<C>& row, const surrogate_sums<C>& metrics, C a, double* partial) {
     const double scale = static_cast<double>(a);
-    add_scaled<rounds_row_products<V>>(partial[0], scale, static_cast<double>(core::horizontal_sum(row.policy)));
-    add_scaled<rounds_row_products<V>>(partial[1], scale, static_cast<double>(core::horizontal_sum(row.kl)));
-    add_scaled<false>(partial[2], scale, static_cast<double>(core::horizontal_sum(row.entropy)));
+    add_scaled(partial[0], scale, static_cast<double>(core::horizontal_sum(row.policy)));
+    add_scaled(partial[1], scale, static_cast<double>(core::horizontal_sum(row.kl)));
+    add_scaled(partial[2], scale, static_cast<double>(core::horizontal_sum(row.entropy)));
     add_surrogate_sums(metrics, partial + 3);
     partial[7] += core::horizontal_sum(metrics.tokens) > 0 ? 1.0 : 0.0;
     partial[8] += static_cast<double>(core::horizontal_sum(row.bad));
