@@ -28,6 +28,7 @@
 #include "credit/entropy.hpp"
 #include "credit/logits_statistics.hpp"
 #include "credit/optimal_token_baseline.hpp"
+#include "credit/presets.hpp"
 #include "credit/returns.hpp"
 #include "credit/spans.hpp"
 #include "credit/turns.hpp"
@@ -35,4 +36,5 @@
 #include "loss/aggregate.hpp"
 #include "loss/kl.hpp"
 #include "loss/policy_loss.hpp"
+#include "loss/presets.hpp"
 #include "loss/surrogate.hpp"
