@@ -92,7 +92,7 @@ void register_layer_norm(shape s, std::shared_ptr<lazy_tensors> lazy, int thread
     bench::register_memcpy("layer_norm_forward", label, forward_bytes);
     register_case("layer_norm_forward", label, "normkit", forward_bytes, [=] {
         auto& t = lazy->get();
-        norm::layer_norm_forward(view(t.x.data(), rows, n), view(t.y.data(), rows, n), t.gamma, t.beta, options, t.mean, t.rstd);
+        norm::layer_norm_forward(view(t.x.data(), rows, n), t.gamma, t.beta, view(t.y.data(), rows, n), t.mean, t.rstd, options);
     });
     if (threads == 1) {
         register_case("layer_norm_forward", label, "eigen", forward_bytes, [=] {
@@ -108,8 +108,7 @@ void register_layer_norm(shape s, std::shared_ptr<lazy_tensors> lazy, int thread
     bench::register_memcpy("layer_norm_backward", label, backward_bytes);
     register_case("layer_norm_backward", label, "normkit", backward_bytes, [=] {
         auto& t = lazy->get();
-        norm::layer_norm_backward(view(t.dy.data(), rows, n), view(t.x.data(), rows, n), t.mean, t.rstd, t.gamma, view(t.dx.data(), rows, n),
-                                  t.dgamma, t.dbeta, options);
+        norm::layer_norm_backward(view(t.dy.data(), rows, n), view(t.x.data(), rows, n), t.gamma, view(t.dx.data(), rows, n), t.dgamma, t.dbeta, t.mean, t.rstd, options);
     });
 #ifdef NORMKIT_HAVE_TORCH
     auto saved = std::make_shared<std::tuple<at::Tensor, at::Tensor, at::Tensor>>();
@@ -173,7 +172,7 @@ void register_rms_norm(shape s, std::shared_ptr<lazy_tensors> lazy, int threads)
     bench::register_memcpy("rms_norm_forward", label, forward_bytes);
     register_case("rms_norm_forward", label, "normkit", forward_bytes, [=] {
         auto& t = lazy->get();
-        norm::rms_norm_forward(view(t.x.data(), rows, n), view(t.y.data(), rows, n), t.gamma, options, t.rstd);
+        norm::rms_norm_forward(view(t.x.data(), rows, n), t.gamma, view(t.y.data(), rows, n), t.rstd, options);
     });
     if (threads == 1) {
         register_case("rms_norm_forward", label, "eigen", forward_bytes, [=] {
@@ -188,8 +187,7 @@ void register_rms_norm(shape s, std::shared_ptr<lazy_tensors> lazy, int threads)
     bench::register_memcpy("rms_norm_backward", label, backward_bytes);
     register_case("rms_norm_backward", label, "normkit", backward_bytes, [=] {
         auto& t = lazy->get();
-        norm::rms_norm_backward(view(t.dy.data(), rows, n), view(t.x.data(), rows, n), t.rstd, t.gamma, view(t.dx.data(), rows, n), t.dgamma,
-                                options);
+        norm::rms_norm_backward(view(t.dy.data(), rows, n), view(t.x.data(), rows, n), t.gamma, view(t.dx.data(), rows, n), t.dgamma, t.rstd, options);
     });
 #ifdef NORMKIT_HAVE_TORCH
     // PyTorch has no fused CPU RMSNorm: nn.RMSNorm on CPU is this composition,
@@ -261,12 +259,12 @@ void register_bfloat16_forward(shape s) {
     bench::register_memcpy("layer_norm_forward", label, bytes);
     register_case("layer_norm_forward", label, "normkit", bytes, [=] {
         auto& t = get();
-        norm::layer_norm_forward(view(t.x.data(), rows, n), view(t.y.data(), rows, n), t.gamma, t.beta, {}, t.mean, t.rstd);
+        norm::layer_norm_forward(view(t.x.data(), rows, n), t.gamma, t.beta, view(t.y.data(), rows, n), t.mean, t.rstd);
     });
     bench::register_memcpy("rms_norm_forward", label, bytes);
     register_case("rms_norm_forward", label, "normkit", bytes, [=] {
         auto& t = get();
-        norm::rms_norm_forward(view(t.x.data(), rows, n), view(t.y.data(), rows, n), t.gamma, {}, t.rstd);
+        norm::rms_norm_forward(view(t.x.data(), rows, n), t.gamma, view(t.y.data(), rows, n), t.rstd);
     });
     register_case("rms_norm_forward", label, "scale_copy", bytes, [=] {
         auto& t = get();
@@ -382,9 +380,9 @@ void register_alternated_rate(shape s, bool layer, placement where, std::shared_
         const auto run = [&](auto* x, auto* y, const auto& gamma, const auto& beta) {
             return elapsed([&] {
                 if (layer)
-                    norm::layer_norm_forward(view(x + offset, rows, n), view(y + offset, rows, n), gamma, beta, {}, t.mean, t.rstd);
+                    norm::layer_norm_forward(view(x + offset, rows, n), gamma, beta, view(y + offset, rows, n), t.mean, t.rstd);
                 else
-                    norm::rms_norm_forward(view(x + offset, rows, n), view(y + offset, rows, n), gamma, {}, t.rstd);
+                    norm::rms_norm_forward(view(x + offset, rows, n), gamma, view(y + offset, rows, n), t.rstd);
             });
         };
         const auto copy = [&](auto* x, auto* y) { return elapsed([&] { std::memcpy(y, x, static_cast<std::size_t>(rows * n) * sizeof(*x)); }); };

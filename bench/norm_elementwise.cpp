@@ -111,7 +111,7 @@ void register_pointwise(index_type rows, index_type cols) {
     bench::register_memcpy("dyt_forward", label, forward_bytes);
     register_case("dyt_forward", label, "normkit", forward_bytes, [=] {
         auto& d = t->get();
-        norm::dyt_forward(view(d.x.data(), rows, cols), view(d.y.data(), rows, cols), alpha, d.gamma, d.beta);
+        norm::dyt_forward(view(d.x.data(), rows, cols), alpha, d.gamma, d.beta, view(d.y.data(), rows, cols));
     });
     register_case("dyt_forward", label, "bare_tanh", forward_bytes, [=] {
         auto& d = t->get();
@@ -130,7 +130,7 @@ void register_pointwise(index_type rows, index_type cols) {
     bench::register_memcpy("derf_forward", label, forward_bytes);
     register_case("derf_forward", label, "normkit", forward_bytes, [=] {
         auto& d = t->get();
-        norm::derf_forward(view(d.x.data(), rows, cols), view(d.y.data(), rows, cols), alpha, shift, d.gamma, d.beta);
+        norm::derf_forward(view(d.x.data(), rows, cols), alpha, shift, d.gamma, d.beta, view(d.y.data(), rows, cols));
     });
     register_case("derf_forward", label, "bare_erf", forward_bytes, [=] {
         auto& d = t->get();
@@ -153,18 +153,17 @@ void register_pointwise(index_type rows, index_type cols) {
     bench::register_memcpy("seed_norm_forward", label, forward_bytes);
     register_case("seed_norm_forward", label, "normkit", forward_bytes, [=] {
         auto& d = t->get();
-        norm::seed_norm_forward(view(d.x.data(), rows, cols), view(d.y.data(), rows, cols), d.alpha, d.beta, d.gamma, seed_options, d.rstd);
+        norm::seed_norm_forward(view(d.x.data(), rows, cols), d.alpha, d.beta, d.gamma, view(d.y.data(), rows, cols), d.rstd, seed_options);
     });
     bench::register_memcpy("seed_norm_backward", label, backward_bytes);
     auto rstd_ready = std::make_shared<bool>(false);
     register_case("seed_norm_backward", label, "normkit", backward_bytes, [=] {
         auto& d = t->get();
         if (!*rstd_ready) {  // the forward's saved rstd, once (the warm-up call)
-            norm::seed_norm_forward(view(d.x.data(), rows, cols), view(d.y.data(), rows, cols), d.alpha, d.beta, d.gamma, seed_options, d.rstd);
+            norm::seed_norm_forward(view(d.x.data(), rows, cols), d.alpha, d.beta, d.gamma, view(d.y.data(), rows, cols), d.rstd, seed_options);
             *rstd_ready = true;
         }
-        norm::seed_norm_backward(view(d.dy.data(), rows, cols), view(d.x.data(), rows, cols), d.rstd, d.alpha, d.beta, d.gamma,
-                                 view(d.dx.data(), rows, cols), d.dalpha, d.dbeta, d.dgamma, seed_options);
+        norm::seed_norm_backward(view(d.dy.data(), rows, cols), view(d.x.data(), rows, cols), d.alpha, d.beta, d.gamma, view(d.dx.data(), rows, cols), d.dalpha, d.dbeta, d.dgamma, d.rstd, seed_options);
     });
 
 #ifdef NORMKIT_HAVE_TORCH
@@ -245,7 +244,7 @@ void register_logits(index_type rows, index_type classes) {
     bench::register_memcpy("selective_score", label, count * sizeof(T));
     register_case("selective_score", label, "normkit", count * sizeof(T), [=] {
         auto& d = t->get();
-        norm::selective_classification_score(view(d.x.data(), rows, classes), *scores, 2.0);
+        norm::selective_classification_score(view(d.x.data(), rows, classes), *scores);  // p = 2, the default
         benchmark::DoNotOptimize(scores->data());
     });
 #ifdef NORMKIT_HAVE_TORCH

@@ -74,8 +74,8 @@ void register_qk(index_type tokens, index_type heads, index_type d) {
     const double elements = static_cast<double>(rows * d), forward_bytes = 4 * elements * sizeof(T), backward_bytes = 6 * elements * sizeof(T);
     auto data = std::make_shared<lazy<T>>(lazy<T>{rows, d, tokens, nullptr});
     bench::release_on_shape_change([data] { data->data.reset(); });
-    const auto qwen3 = norm::qk_rms_norm_options::qwen3();
-    const auto olmo2 = norm::qk_rms_norm_options::olmo2();
+    const auto qwen3 = norm::presets::qwen3();
+    const auto olmo2 = norm::presets::olmo2();
     const double gain = norm::qk_norm_initial_gain(4096);
 
     for (const char* operation : {"qk_rms_norm_forward", "qk_full_width_rms_norm_forward", "qk_l2_norm_forward"})
@@ -85,30 +85,23 @@ void register_qk(index_type tokens, index_type heads, index_type d) {
 
     register_case("qk_rms_norm_forward", label, "normkit", forward_bytes, [=] {
         auto& b = data->get();
-        norm::qk_rms_norm_forward(view(b.q.data(), rows, d), view(b.k.data(), rows, d), view(b.q_out.data(), rows, d), view(b.k_out.data(), rows, d),
-                                  b.weight, b.weight, qwen3, b.q_rstd, b.k_rstd);
+        norm::qk_rms_norm_forward(view(b.q.data(), rows, d), view(b.k.data(), rows, d), b.weight, b.weight, view(b.q_out.data(), rows, d), view(b.k_out.data(), rows, d), b.q_rstd, b.k_rstd, qwen3);
     });
     register_case("qk_rms_norm_backward", label, "normkit", backward_bytes, [=] {
         auto& b = data->get();
-        norm::qk_rms_norm_backward(view(b.dq_out.data(), rows, d), view(b.dk_out.data(), rows, d), view(b.q.data(), rows, d),
-                                   view(b.k.data(), rows, d), b.q_rstd, b.k_rstd, b.weight, b.weight, view(b.dq.data(), rows, d),
-                                   view(b.dk.data(), rows, d), b.dq_weight, b.dk_weight, qwen3);
+        norm::qk_rms_norm_backward(view(b.dq_out.data(), rows, d), view(b.dk_out.data(), rows, d), view(b.q.data(), rows, d), view(b.k.data(), rows, d), b.weight, b.weight, view(b.dq.data(), rows, d), view(b.dk.data(), rows, d), b.dq_weight, b.dk_weight, b.q_rstd, b.k_rstd, qwen3);
     });
     register_case("qk_full_width_rms_norm_forward", label, "normkit", forward_bytes, [=] {
         auto& b = data->get();
-        norm::qk_full_width_rms_norm_forward(view(b.q.data(), rows, d), view(b.k.data(), rows, d), view(b.q_out.data(), rows, d),
-                                             view(b.k_out.data(), rows, d), b.wide_weight, b.wide_weight, olmo2, b.wide_q_rstd, b.wide_k_rstd);
+        norm::qk_full_width_rms_norm_forward(view(b.q.data(), rows, d), view(b.k.data(), rows, d), b.wide_weight, b.wide_weight, view(b.q_out.data(), rows, d), view(b.k_out.data(), rows, d), b.wide_q_rstd, b.wide_k_rstd, olmo2);
     });
     register_case("qk_full_width_rms_norm_backward", label, "normkit", backward_bytes, [=] {
         auto& b = data->get();
-        norm::qk_full_width_rms_norm_backward(view(b.dq_out.data(), rows, d), view(b.dk_out.data(), rows, d), view(b.q.data(), rows, d),
-                                              view(b.k.data(), rows, d), b.wide_q_rstd, b.wide_k_rstd, b.wide_weight, b.wide_weight,
-                                              view(b.dq.data(), rows, d), view(b.dk.data(), rows, d), b.wide_dq_weight, b.wide_dk_weight, olmo2);
+        norm::qk_full_width_rms_norm_backward(view(b.dq_out.data(), rows, d), view(b.dk_out.data(), rows, d), view(b.q.data(), rows, d), view(b.k.data(), rows, d), b.wide_weight, b.wide_weight, view(b.dq.data(), rows, d), view(b.dk.data(), rows, d), b.wide_dq_weight, b.wide_dk_weight, b.wide_q_rstd, b.wide_k_rstd, olmo2);
     });
     register_case("qk_l2_norm_forward", label, "normkit", forward_bytes, [=] {
         auto& b = data->get();
-        norm::qk_l2_norm_forward(view(b.q.data(), rows, d), view(b.k.data(), rows, d), view(b.q_out.data(), rows, d), view(b.k_out.data(), rows, d),
-                                 gain);
+        norm::qk_l2_norm_forward(view(b.q.data(), rows, d), view(b.k.data(), rows, d), gain, view(b.q_out.data(), rows, d), view(b.k_out.data(), rows, d));
     });
     register_case("qk_l2_norm_backward", label, "normkit", backward_bytes, [=] {
         auto& b = data->get();
@@ -184,7 +177,7 @@ void register_rows(index_type rows, index_type n) {
     register_memcpy("l2_norm_forward", label, 2 * elements * sizeof(T));
     register_case("l2_norm_forward", label, "normkit", 2 * elements * sizeof(T), [=] {
         auto& b = data->get();
-        norm::l2_norm_forward(view(b.q.data(), rows, n), view(b.q_out.data(), rows, n), gain);
+        norm::l2_norm_forward(view(b.q.data(), rows, n), gain, view(b.q_out.data(), rows, n));
     });
     register_memcpy("l2_norm_backward", label, 3 * elements * sizeof(T));
     register_case("l2_norm_backward", label, "normkit", 3 * elements * sizeof(T), [=] {
@@ -195,14 +188,12 @@ void register_rows(index_type rows, index_type n) {
     register_case("fused_add_rms_norm_forward", label, "normkit", 4 * elements * sizeof(T), [=] {
         auto& b = data->get();
         // The stream keeps growing across iterations; RMSNorm is scale-invariant, so the work is the same.
-        norm::fused_add_rms_norm_forward(view(b.q.data(), rows, n), view(b.k.data(), rows, n), view(b.q_out.data(), rows, n), b.weight, {},
-                                         b.q_rstd);
+        norm::fused_add_rms_norm_forward(view(b.q.data(), rows, n), b.weight, view(b.k.data(), rows, n), view(b.q_out.data(), rows, n), b.q_rstd);
     });
     register_memcpy("fused_add_rms_norm_backward", label, 4 * elements * sizeof(T));
     register_case("fused_add_rms_norm_backward", label, "normkit", 4 * elements * sizeof(T), [=] {
         auto& b = data->get();
-        norm::fused_add_rms_norm_backward(view(b.dq_out.data(), rows, n), view(b.dk_out.data(), rows, n), view(b.k.data(), rows, n), b.q_rstd,
-                                          b.weight, b.dq_weight);
+        norm::fused_add_rms_norm_backward(view(b.dq_out.data(), rows, n), view(b.k.data(), rows, n), b.weight, view(b.dk_out.data(), rows, n), b.dq_weight, b.q_rstd);
     });
 #ifdef NORMKIT_HAVE_TORCH
     register_case("l2_norm_forward", label, "torch", 2 * elements * sizeof(T), [=] {
@@ -235,7 +226,7 @@ void register_storage_rate(index_type rows, index_type n) {
     register_memcpy("rms_norm_forward_storage", label, bytes);
     register_case("rms_norm_forward_storage", label, "normkit", bytes, [=] {
         auto& b = data->get();
-        norm::rms_norm_forward(view(b.q.data(), rows, n), view(b.q_out.data(), rows, n), b.weight, {}, b.q_rstd);
+        norm::rms_norm_forward(view(b.q.data(), rows, n), b.weight, view(b.q_out.data(), rows, n), b.q_rstd);
     });
 }
 

@@ -25,8 +25,8 @@ struct pointwise {
     void forward(matrix_view<const T> x, matrix_view<T> y, const std::vector<T>& weight, const std::vector<T>& bias, int threads = 1) const {
         const vector_view<const T> w = weight.empty() ? vector_view<const T>{} : vector_view<const T>(weight);
         const vector_view<const T> b = bias.empty() ? vector_view<const T>{} : vector_view<const T>(bias);
-        if (kind == method::dyt) norm::dyt_forward(x, y, alpha, w, b, {threads});
-        else norm::derf_forward(x, y, alpha, shift, w, b, {threads});
+        if (kind == method::dyt) norm::dyt_forward(x, alpha, w, b, y, {threads});
+        else norm::derf_forward(x, alpha, shift, w, b, y, {threads});
     }
     std::pair<double, double> backward(matrix_view<const T> dy, matrix_view<const T> x, const std::vector<T>& weight, matrix_view<T> dx,
                                        statistics_t<matrix_view<T>> dweight, statistics_t<matrix_view<T>> dbias, int threads = 1) const {
@@ -136,13 +136,13 @@ TEST_CASE("dyt and derf properties", "[dyt][derf]") {
     SECTION("DyT is α·γ⊙x for small αx (tanh u = u − u³/3 + …)") {
         const double alpha = 1e-3;
         std::vector<double> y(rows * n), linear(rows * n);
-        norm::dyt_forward(view(x.data(), rows, n), view(y.data(), rows, n), alpha, weight);
+        norm::dyt_forward(view(x.data(), rows, n), alpha, weight, {}, view(y.data(), rows, n));
         for (index_type k = 0; k < rows * n; ++k) linear[k] = alpha * weight[k % n] * x[k];
         // |tanh u − u| ≤ |u|³/3 with |u| ≤ 5e-3: relative 1e-5.
         CHECK(relative_error(y, linear) < 1e-5);
         CHECK(relative_error(y, linear) > 0);  // and not exactly linear: tanh was applied
         std::vector<float> yf(rows * n), xf(x.begin(), x.end()), wf(weight.begin(), weight.end());
-        norm::dyt_forward(view(xf.data(), rows, n), view(yf.data(), rows, n), alpha, wf);
+        norm::dyt_forward(view(xf.data(), rows, n), alpha, wf, {}, view(yf.data(), rows, n));
         CHECK(relative_error(to_double(yf), linear) < 1e-5);
     }
     SECTION("Derf with s = β = 0 is odd, its input gradient even") {
@@ -150,8 +150,8 @@ TEST_CASE("dyt and derf properties", "[dyt][derf]") {
             std::vector<float> xf(x.begin(), x.end()), negated(rows * n), wf(weight.begin(), weight.end()), dy(rows * n, 1.0f);
             for (index_type k = 0; k < rows * n; ++k) negated[k] = -xf[k];
             std::vector<float> y(rows * n), y_negated(rows * n), dx(rows * n), dx_negated(rows * n);
-            norm::derf_forward(view(xf.data(), rows, n), view(y.data(), rows, n), alpha, 0.0, wf);
-            norm::derf_forward(view(negated.data(), rows, n), view(y_negated.data(), rows, n), alpha, 0.0, wf);
+            norm::derf_forward(view(xf.data(), rows, n), alpha, 0.0, wf, {}, view(y.data(), rows, n));
+            norm::derf_forward(view(negated.data(), rows, n), alpha, 0.0, wf, {}, view(y_negated.data(), rows, n));
             for (index_type k = 0; k < rows * n; ++k) CHECK(y_negated[k] == -y[k]);
             norm::derf_backward(view(dy.data(), rows, n), view(xf.data(), rows, n), alpha, 0.0, wf, view(dx.data(), rows, n));
             norm::derf_backward(view(dy.data(), rows, n), view(negated.data(), rows, n), alpha, 0.0, wf, view(dx_negated.data(), rows, n));
@@ -161,7 +161,7 @@ TEST_CASE("dyt and derf properties", "[dyt][derf]") {
     SECTION("α = 0 gives y = β and dx = 0") {
         std::vector<double> y(rows * n), dx(rows * n), dy = random_values(rows * n, 33);
         const auto bias = random_values(n, 34);
-        norm::dyt_forward(view(x.data(), rows, n), view(y.data(), rows, n), 0.0, weight, bias);
+        norm::dyt_forward(view(x.data(), rows, n), 0.0, weight, bias, view(y.data(), rows, n));
         for (index_type k = 0; k < rows * n; ++k) CHECK(y[k] == bias[k % n]);
         const double dalpha = norm::dyt_backward(view(dy.data(), rows, n), view(x.data(), rows, n), 0.0, weight, view(dx.data(), rows, n));
         for (double value : dx) CHECK(value == 0.0);
@@ -171,8 +171,8 @@ TEST_CASE("dyt and derf properties", "[dyt][derf]") {
     }
     SECTION("output may alias the input, input_gradient the output_gradient") {
         std::vector<float> xf(x.begin(), x.end()), in_place = xf, y(rows * n), dy(rows * n, 0.5f), dx(rows * n), dy_in_place = dy;
-        norm::derf_forward(view(xf.data(), rows, n), view(y.data(), rows, n), 0.5, 0.1);
-        norm::derf_forward(view(in_place.data(), rows, n), view(in_place.data(), rows, n), 0.5, 0.1);
+        norm::derf_forward(view(xf.data(), rows, n), 0.5, 0.1, {}, {}, view(y.data(), rows, n));
+        norm::derf_forward(view(in_place.data(), rows, n), 0.5, 0.1, {}, {}, view(in_place.data(), rows, n));
         CHECK(in_place == y);
         const float da = norm::dyt_backward(view(dy.data(), rows, n), view(xf.data(), rows, n), 0.5, {}, view(dx.data(), rows, n));
         const float da_in_place =
@@ -250,15 +250,15 @@ TEST_CASE("dyt and derf accept Eigen tensors and matrices", "[dyt][derf][view]")
     x.setRandom();
     dy.setRandom();
     Eigen::VectorXf weight = Eigen::VectorXf::Random(17), dweight(17);
-    norm::dyt_forward(x, y, 0.5, weight);
+    norm::dyt_forward(x, 0.5, weight, {}, y);
     Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> as_matrix(6, 17), out(6, 17);
     std::copy(x.data(), x.data() + x.size(), as_matrix.data());
-    norm::dyt_forward(as_matrix, out, 0.5, weight);
+    norm::dyt_forward(as_matrix, 0.5, weight, {}, out);
     CHECK(std::equal(out.data(), out.data() + out.size(), y.data()));
     const float dalpha = norm::dyt_backward(dy, x, 0.5, weight, dx, dweight);
     CHECK(std::isfinite(dalpha));
-    norm::derf_forward(x, y, 0.5, 0.0, weight);
-    norm::derf_forward(as_matrix, out, 0.5, 0.0, weight);
+    norm::derf_forward(x, 0.5, 0.0, weight, {}, y);
+    norm::derf_forward(as_matrix, 0.5, 0.0, weight, {}, out);
     CHECK(std::equal(out.data(), out.data() + out.size(), y.data()));
 }
 
@@ -266,12 +266,12 @@ TEST_CASE("dyt and derf reject bad input, naming the argument", "[dyt][derf][err
     std::vector<float> x(12, 1.0f), y(12), dw(4), db(3);
     const std::vector<float> weight(5, 1.0f);
     const auto in = view(x.data(), 3, 4);
-    require_error_naming([&] { norm::dyt_forward(in, view(y.data(), 4, 3), 0.5); }, "output");
-    require_error_naming([&] { norm::dyt_forward(in, view(y.data(), 3, 4), 0.5, weight); }, "weight");
-    require_error_naming([&] { norm::dyt_forward(in, view(y.data(), 3, 4), 0.5, {}, weight); }, "bias");
-    require_error_naming([&] { norm::dyt_forward(in, view(y.data(), 3, 4), NAN); }, "alpha");
-    require_error_naming([&] { norm::derf_forward(in, view(y.data(), 3, 4), 0.5, INFINITY); }, "shift");
-    require_error_naming([&] { norm::derf_forward(matrix_view<const float>{nullptr, 3, 4, 4}, view(y.data(), 3, 4), 0.5, 0.0); }, "input");
+    require_error_naming([&] { norm::dyt_forward(in, 0.5, {}, {}, view(y.data(), 4, 3)); }, "output");
+    require_error_naming([&] { norm::dyt_forward(in, 0.5, weight, {}, view(y.data(), 3, 4)); }, "weight");
+    require_error_naming([&] { norm::dyt_forward(in, 0.5, {}, weight, view(y.data(), 3, 4)); }, "bias");
+    require_error_naming([&] { norm::dyt_forward(in, NAN, {}, {}, view(y.data(), 3, 4)); }, "alpha");
+    require_error_naming([&] { norm::derf_forward(in, 0.5, INFINITY, {}, {}, view(y.data(), 3, 4)); }, "shift");
+    require_error_naming([&] { norm::derf_forward(matrix_view<const float>{nullptr, 3, 4, 4}, 0.5, 0.0, {}, {}, view(y.data(), 3, 4)); }, "input");
     require_error_naming([&] { norm::dyt_backward(view(x.data(), 2, 4), in, 0.5, {}, view(y.data(), 3, 4)); }, "output_gradient");
     require_error_naming([&] { norm::dyt_backward(in, in, 0.5, {}, view(y.data(), 2, 4)); }, "input_gradient");
     require_error_naming([&] { norm::dyt_backward(in, in, 0.5, {}, view(y.data(), 3, 4), dw, db); }, "bias_gradient");
@@ -290,10 +290,10 @@ TEMPLATE_TEST_CASE("streaming stores change no bit of dyt_forward or derf_forwar
             test_matrix<TestType> y(rows, n, n % 5), z(rows, n, n % 5);
             norm::dyt_options dyt;
             dyt.stream_above_bytes = threshold;
-            norm::dyt_forward(x.view, y.view, 0.7, weight, bias, dyt);
+            norm::dyt_forward(x.view, 0.7, weight, bias, y.view, dyt);
             norm::derf_options derf;
             derf.stream_above_bytes = threshold;
-            norm::derf_forward(x.view, z.view, 0.7, 0.1, weight, bias, derf);
+            norm::derf_forward(x.view, 0.7, 0.1, weight, bias, z.view, derf);
             CHECK(y.padding_untouched());
             CHECK(z.padding_untouched());
             outputs.push_back(y.storage);

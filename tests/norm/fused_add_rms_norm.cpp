@@ -22,7 +22,7 @@ void check_fused(index_type rows, index_type n, index_type padding, bool offset,
     std::vector<core::statistic_t<T>> rstd(rows), dweight(n);
     const auto x_values = x.values(), residual_values = residual.values();
 
-    norm::fused_add_rms_norm_forward(x.view, residual.view, y.view, weight, options, rstd);
+    norm::fused_add_rms_norm_forward(x.view, weight, residual.view, y.view, rstd, options);
     std::vector<double> h_ref, y_ref;
     reference::fused_add_rms_norm_forward(x_values, residual_values, {rows, n}, weight_values, offset, options.eps, h_ref, y_ref);
     // The stream holds x + s rounded once to T.
@@ -37,7 +37,7 @@ void check_fused(index_type rows, index_type n, index_type padding, bool offset,
 
     test_matrix<T> dy(rows, n, random_values(rows * n, seed + 3), padding), stream_gradient(rows, n, random_values(rows * n, seed + 4), padding + 1);
     const auto stream_gradient_values = stream_gradient.values();
-    norm::fused_add_rms_norm_backward(dy.view, stream_gradient.view, residual.view, rstd, weight, dweight, options);
+    norm::fused_add_rms_norm_backward(dy.view, residual.view, weight, stream_gradient.view, dweight, rstd, options);
     std::vector<double> dh_ref, dweight_ref;
     reference::fused_add_rms_norm_backward(dy.values(), stream_gradient_values, residual.values(), {rows, n}, weight_values, offset, options.eps, dh_ref,
                                            dweight_ref);
@@ -73,8 +73,8 @@ TEST_CASE("fused_add_rms_norm gradients agree with central finite differences", 
         options.eps = eps;
         options.offset = offset;
         std::vector<double> stream = residual, y(rows * n), rstd(rows), dh = stream_gradient, dweight(n);
-        norm::fused_add_rms_norm_forward(view(x.data(), rows, n), view(stream.data(), rows, n), view(y.data(), rows, n), weight, options, rstd);
-        norm::fused_add_rms_norm_backward(view(dy.data(), rows, n), view(dh.data(), rows, n), view(stream.data(), rows, n), rstd, weight, dweight, options);
+        norm::fused_add_rms_norm_forward(view(x.data(), rows, n), weight, view(stream.data(), rows, n), view(y.data(), rows, n), rstd, options);
+        norm::fused_add_rms_norm_backward(view(dy.data(), rows, n), view(stream.data(), rows, n), weight, view(dh.data(), rows, n), dweight, rstd, options);
         // loss = Σ dy⊙y + Σ d⊙h, with h = x + s flowing on to later layers.
         const auto loss = [&](const std::vector<double>& xs, const std::vector<double>& s, const std::vector<double>& w) {
             std::vector<double> h, out;
@@ -102,10 +102,10 @@ TEMPLATE_TEST_CASE("fused_add_rms_norm is add (in the storage type) then rms_nor
         for (index_type i = 0; i < rows * n; ++i)
             h[i] = core::from_compute<T>(core::to_compute(x.storage[i]) + core::to_compute(residual.storage[i]));
         std::vector<float> rstd_separate(rows), rstd_fused(rows);
-        norm::rms_norm_forward(view(h.data(), rows, n), view(y_separate.data(), rows, n), weight, options, rstd_separate);
+        norm::rms_norm_forward(view(h.data(), rows, n), weight, view(y_separate.data(), rows, n), rstd_separate, options);
         test_matrix<T> stream = residual, y(rows, n, 0, false);
         stream.view.data = stream.storage.data();
-        norm::fused_add_rms_norm_forward(x.view, stream.view, y.view, weight, options, rstd_fused);
+        norm::fused_add_rms_norm_forward(x.view, weight, stream.view, y.view, rstd_fused, options);
         CHECK(std::memcmp(stream.storage.data(), h.data(), h.size() * sizeof(T)) == 0);
         CHECK(std::memcmp(y.storage.data(), y_separate.data(), y_separate.size() * sizeof(T)) == 0);
         CHECK(rstd_fused == rstd_separate);
@@ -115,10 +115,10 @@ TEMPLATE_TEST_CASE("fused_add_rms_norm is add (in the storage type) then rms_nor
 TEST_CASE("fused_add_rms_norm degenerate rows, aliasing and threads", "[fused_add_rms_norm][threads]") {
     SECTION("x = -s gives h = 0, y = 0 and dh = r*g + d") {
         std::vector<float> x(2 * 9, 1.5f), stream(2 * 9, -1.5f), y(2 * 9, 7.0f), rstd(2), dy(2 * 9, 0.25f), d(2 * 9, 1.0f), dw(9);
-        norm::fused_add_rms_norm_forward(view(x.data(), 2, 9), view(stream.data(), 2, 9), view(y.data(), 2, 9), {}, {}, rstd);
+        norm::fused_add_rms_norm_forward(view(x.data(), 2, 9), {}, view(stream.data(), 2, 9), view(y.data(), 2, 9), rstd);
         for (float value : stream) CHECK(value == 0.0f);
         for (float value : y) CHECK(value == 0.0f);
-        norm::fused_add_rms_norm_backward(view(dy.data(), 2, 9), view(d.data(), 2, 9), view(stream.data(), 2, 9), rstd, {}, dw);
+        norm::fused_add_rms_norm_backward(view(dy.data(), 2, 9), view(stream.data(), 2, 9), {}, view(d.data(), 2, 9), dw, rstd);
         for (float value : d) CHECK(value == Approx(0.25 * rstd[0] + 1.0).epsilon(1e-6));
         for (float value : dw) CHECK(value == 0.0f);
     }
@@ -126,8 +126,8 @@ TEST_CASE("fused_add_rms_norm degenerate rows, aliasing and threads", "[fused_ad
         const auto values = random_values(4 * 33, 151), residual_values = random_values(4 * 33, 152);
         std::vector<float> x(values.begin(), values.end()), stream(residual_values.begin(), residual_values.end()), y(4 * 33);
         std::vector<float> in_place = x, stream2 = stream;
-        norm::fused_add_rms_norm_forward(view(x.data(), 4, 33), view(stream.data(), 4, 33), view(y.data(), 4, 33));
-        norm::fused_add_rms_norm_forward(view(in_place.data(), 4, 33), view(stream2.data(), 4, 33), view(in_place.data(), 4, 33));
+        norm::fused_add_rms_norm_forward(view(x.data(), 4, 33), {}, view(stream.data(), 4, 33), view(y.data(), 4, 33));
+        norm::fused_add_rms_norm_forward(view(in_place.data(), 4, 33), {}, view(stream2.data(), 4, 33), view(in_place.data(), 4, 33));
         CHECK(in_place == y);
         CHECK(stream2 == stream);
     }
@@ -145,9 +145,8 @@ TEST_CASE("fused_add_rms_norm degenerate rows, aliasing and threads", "[fused_ad
                 auto stream = s, gradient = d;
                 std::vector<Eigen::bfloat16> y(rows * n);
                 std::vector<float> rstd(rows), dw(n);
-                norm::fused_add_rms_norm_forward(view(x.data(), rows, n), view(stream.data(), rows, n), view(y.data(), rows, n), w, options, rstd);
-                norm::fused_add_rms_norm_backward(view(dy.data(), rows, n), view(gradient.data(), rows, n), view(stream.data(), rows, n), rstd, w, dw,
-                                                  options);
+                norm::fused_add_rms_norm_forward(view(x.data(), rows, n), w, view(stream.data(), rows, n), view(y.data(), rows, n), rstd, options);
+                norm::fused_add_rms_norm_backward(view(dy.data(), rows, n), view(stream.data(), rows, n), w, view(gradient.data(), rows, n), dw, rstd, options);
                 results[t] = {stream, y, gradient};
                 statistics[t] = {rstd, dw};
             }
@@ -163,14 +162,14 @@ TEST_CASE("fused_add_rms_norm rejects bad input, naming the argument", "[fused_a
     const std::vector<float> weight(3, 1.0f);
     norm::rms_norm_options bad_eps;
     bad_eps.eps = -1;
-    require_error_naming([&] { norm::fused_add_rms_norm_forward(view(x.data(), 3, 4), view(s.data(), 4, 3), view(y.data(), 3, 4)); }, "residual");
-    require_error_naming([&] { norm::fused_add_rms_norm_forward(view(x.data(), 3, 4), view(s.data(), 3, 4), view(y.data(), 2, 4)); }, "output");
-    require_error_naming([&] { norm::fused_add_rms_norm_forward(view(x.data(), 3, 4), view(s.data(), 3, 4), view(y.data(), 3, 4), weight); }, "weight");
-    require_error_naming([&] { norm::fused_add_rms_norm_forward(view(x.data(), 3, 4), view(s.data(), 3, 4), view(y.data(), 3, 4), {}, bad_eps); }, "eps");
-    require_error_naming([&] { norm::fused_add_rms_norm_backward(view(x.data(), 3, 4), view(s.data(), 3, 4), view(y.data(), 3, 4), {}, {}); }, "rstd");
-    require_error_naming([&] { norm::fused_add_rms_norm_backward(view(x.data(), 3, 4), view(s.data(), 2, 4), view(y.data(), 3, 4), rstd, {}); },
+    require_error_naming([&] { norm::fused_add_rms_norm_forward(view(x.data(), 3, 4), {}, view(s.data(), 4, 3), view(y.data(), 3, 4)); }, "residual");
+    require_error_naming([&] { norm::fused_add_rms_norm_forward(view(x.data(), 3, 4), {}, view(s.data(), 3, 4), view(y.data(), 2, 4)); }, "output");
+    require_error_naming([&] { norm::fused_add_rms_norm_forward(view(x.data(), 3, 4), weight, view(s.data(), 3, 4), view(y.data(), 3, 4)); }, "weight");
+    require_error_naming([&] { norm::fused_add_rms_norm_forward(view(x.data(), 3, 4), {}, view(s.data(), 3, 4), view(y.data(), 3, 4), {}, bad_eps); }, "eps");
+    require_error_naming([&] { norm::fused_add_rms_norm_backward(view(x.data(), 3, 4), view(y.data(), 3, 4), {}, view(s.data(), 3, 4), {}, {}); }, "rstd");
+    require_error_naming([&] { norm::fused_add_rms_norm_backward(view(x.data(), 3, 4), view(y.data(), 3, 4), {}, view(s.data(), 2, 4), {}, rstd); },
                          "residual_gradient");
     require_error_naming(
-        [&] { norm::fused_add_rms_norm_backward(view(x.data(), 3, 4), view(s.data(), 3, 4), view(y.data(), 3, 4), rstd, {}, vector_view<float>(dw.data(), 3)); },
+        [&] { norm::fused_add_rms_norm_backward(view(x.data(), 3, 4), view(y.data(), 3, 4), {}, view(s.data(), 3, 4), vector_view<float>(dw.data(), 3), rstd); },
         "weight_gradient");
 }

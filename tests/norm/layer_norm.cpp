@@ -10,6 +10,18 @@ using namespace normkit::testing;
 
 namespace {
 
+norm::layer_norm_options layer_norm_eps(double eps) {
+    norm::layer_norm_options options;
+    options.eps = eps;
+    return options;
+}
+
+norm::rms_norm_options rms_norm_eps(double eps) {
+    norm::rms_norm_options options;
+    options.eps = eps;
+    return options;
+}
+
 template <class T>
 void check_forward_backward(index_type rows, index_type n, index_type padding, double offset, bool affine, std::uint32_t seed) {
     INFO(type_name<T>() << " rows " << rows << " n " << n << " padding " << padding << " offset " << offset << " affine " << affine);
@@ -21,7 +33,7 @@ void check_forward_backward(index_type rows, index_type n, index_type padding, d
     const auto weight = to_storage<T>(weight_values), bias = to_storage<T>(bias_values);
     std::vector<core::statistic_t<T>> mean(rows), rstd(rows), dweight(n), dbias(n);
 
-    norm::layer_norm_forward(x.view, y.view, weight, bias, {eps}, mean, rstd);
+    norm::layer_norm_forward(x.view, weight, bias, y.view, mean, rstd, layer_norm_eps(eps));
 
     std::vector<double> y_ref, mean_ref, rstd_ref;
     reference::layer_norm_forward(x.values(), {rows, n}, weight_values, bias_values, eps, y_ref, mean_ref, rstd_ref);
@@ -30,7 +42,7 @@ void check_forward_backward(index_type rows, index_type n, index_type padding, d
     CHECK(relative_error(to_double(rstd), rstd_ref) < std::max(tolerance<T>(), 2e-6));
     CHECK(y.padding_untouched());
 
-    norm::layer_norm_backward(dy.view, x.view, mean, rstd, weight, dx.view, dweight, dbias, {eps});
+    norm::layer_norm_backward(dy.view, x.view, weight, dx.view, dweight, dbias, mean, rstd, layer_norm_eps(eps));
     std::vector<double> dx_ref, dweight_ref, dbias_ref;
     reference::layer_norm_backward(dy.values(), x.values(), {rows, n}, weight_values, eps, dx_ref, dweight_ref, dbias_ref);
     const double gradient_tolerance = std::is_same_v<T, double> ? 1e-10 : (std::is_same_v<T, float> ? 1e-4 : tolerance<T>() * 4);
@@ -70,9 +82,8 @@ TEST_CASE("layer_norm gradients agree with central finite differences", "[layer_
     const auto x = random_values(rows * n, 5), dy = random_values(rows * n, 6);
     const auto weight = random_values(n, 7, 1.0, 0.3), bias = random_values(n, 8);
     std::vector<double> y(rows * n), mean(rows), rstd(rows), dx(rows * n), dweight(n), dbias(n);
-    norm::layer_norm_forward(view(x.data(), rows, n), view(y.data(), rows, n), weight, bias, {eps}, mean, rstd);
-    norm::layer_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), mean, rstd, weight, view(dx.data(), rows, n), dweight,
-                              dbias, {eps});
+    norm::layer_norm_forward(view(x.data(), rows, n), weight, bias, view(y.data(), rows, n), mean, rstd, layer_norm_eps(eps));
+    norm::layer_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), weight, view(dx.data(), rows, n), dweight, dbias, mean, rstd, layer_norm_eps(eps));
     // loss = Σ dy⊙y as a function of x, γ and β in turn.
     const auto loss = [&](const std::vector<double>& xs, const std::vector<double>& w, const std::vector<double>& b) {
         std::vector<double> out, m, r;
@@ -96,15 +107,15 @@ TEST_CASE("layer_norm properties", "[layer_norm]") {
             for (index_type j = 0; j < n; ++j) mu += x[i * n + j] / n;
             for (index_type j = 0; j < n; ++j) centered[i * n + j] -= mu;
         }
-        norm::layer_norm_forward(view(x.data(), rows, n), view(y.data(), rows, n), weight, {}, {1e-5}, mean, rstd);
-        norm::rms_norm_forward(view(centered.data(), rows, n), view(z.data(), rows, n), weight, {1e-5});
+        norm::layer_norm_forward(view(x.data(), rows, n), weight, {}, view(y.data(), rows, n), mean, rstd, layer_norm_eps(1e-5));
+        norm::rms_norm_forward(view(centered.data(), rows, n), weight, view(z.data(), rows, n), {}, rms_norm_eps(1e-5));
         CHECK(relative_error(y, z) < 1e-12);
     }
     SECTION("scale invariance as eps -> 0") {
         std::vector<double> scaled = x, y(rows * n), z(rows * n);
         for (auto& value : scaled) value *= 1e3;
-        norm::layer_norm_forward(view(x.data(), rows, n), view(y.data(), rows, n), weight, bias, {1e-300});
-        norm::layer_norm_forward(view(scaled.data(), rows, n), view(z.data(), rows, n), weight, bias, {1e-300});
+        norm::layer_norm_forward(view(x.data(), rows, n), weight, bias, view(y.data(), rows, n), {}, {}, layer_norm_eps(1e-300));
+        norm::layer_norm_forward(view(scaled.data(), rows, n), weight, bias, view(z.data(), rows, n), {}, {}, layer_norm_eps(1e-300));
         CHECK(relative_error(z, y) < 1e-12);
     }
     SECTION("a constant row gives y = beta exactly, dx = 0 and no weight gradient") {
@@ -113,11 +124,10 @@ TEST_CASE("layer_norm properties", "[layer_norm]") {
                 std::vector<float> c(2 * width, constant), out(2 * width), fmean(2), frstd(2), dy(2 * width, 1.0f), dx(2 * width), dw(width),
                     db(width);
                 const std::vector<float> w(width, 2.0f), b(width, 0.25f);
-                norm::layer_norm_forward(view(c.data(), 2, width), view(out.data(), 2, width), w, b, {}, fmean, frstd);
+                norm::layer_norm_forward(view(c.data(), 2, width), w, b, view(out.data(), 2, width), fmean, frstd);
                 for (float value : out) CHECK(value == 0.25f);
                 CHECK(fmean[0] == constant);
-                norm::layer_norm_backward(view(dy.data(), 2, width), view(c.data(), 2, width), fmean, frstd, w,
-                                          view(dx.data(), 2, width), dw, db);
+                norm::layer_norm_backward(view(dy.data(), 2, width), view(c.data(), 2, width), w, view(dx.data(), 2, width), dw, db, fmean, frstd);
                 for (float value : dx) CHECK(value == 0.0f);
                 for (float value : dw) CHECK(value == 0.0f);
                 for (float value : db) CHECK(value == 2.0f);
@@ -126,8 +136,8 @@ TEST_CASE("layer_norm properties", "[layer_norm]") {
     }
     SECTION("output may alias the input") {
         std::vector<double> y(rows * n), in_place = x;
-        norm::layer_norm_forward(view(x.data(), rows, n), view(y.data(), rows, n), weight, bias);
-        norm::layer_norm_forward(view(in_place.data(), rows, n), view(in_place.data(), rows, n), weight, bias);
+        norm::layer_norm_forward(view(x.data(), rows, n), weight, bias, view(y.data(), rows, n));
+        norm::layer_norm_forward(view(in_place.data(), rows, n), weight, bias, view(in_place.data(), rows, n));
         CHECK(in_place == y);
     }
 }
@@ -144,8 +154,8 @@ TEMPLATE_TEST_CASE("layer_norm is bitwise identical for 1 and 2 threads", "[laye
             std::vector<float> mean(rows), rstd(rows), dweight(n), dbias(n);
             norm::layer_norm_options options;
             options.threads = threads;
-            norm::layer_norm_forward(x.view, y.view, weight, bias, options, mean, rstd);
-            norm::layer_norm_backward(dy.view, x.view, mean, rstd, weight, dx.view, dweight, dbias, options);
+            norm::layer_norm_forward(x.view, weight, bias, y.view, mean, rstd, options);
+            norm::layer_norm_backward(dy.view, x.view, weight, dx.view, dweight, dbias, mean, rstd, options);
             outputs.push_back(y.storage);
             outputs.push_back(dx.storage);
             gradients.push_back(dweight);
@@ -162,39 +172,39 @@ TEST_CASE("layer_norm accepts Eigen tensors, maps and matrices", "[layer_norm][v
     Eigen::Tensor<float, 3, Eigen::RowMajor> x(2, 3, 17), y(2, 3, 17);
     x.setRandom();
     Eigen::VectorXf weight = Eigen::VectorXf::Random(17), mean(6), rstd(6);
-    norm::layer_norm_forward(x, y, weight, {}, {}, mean, rstd);
+    norm::layer_norm_forward(x, weight, {}, y, mean, rstd);
     Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> as_matrix(6, 17), out(6, 17);
     std::copy(x.data(), x.data() + x.size(), as_matrix.data());
-    norm::layer_norm_forward(as_matrix, out, weight);
+    norm::layer_norm_forward(as_matrix, weight, {}, out);
     CHECK(std::equal(out.data(), out.data() + out.size(), y.data()));
     Eigen::TensorMap<Eigen::Tensor<float, 2, Eigen::RowMajor>> mapped(out.data(), 6, 17);
-    norm::layer_norm_forward(Eigen::TensorMap<const Eigen::Tensor<const float, 2, Eigen::RowMajor>>(as_matrix.data(), 6, 17), mapped, weight);
+    norm::layer_norm_forward(Eigen::TensorMap<const Eigen::Tensor<const float, 2, Eigen::RowMajor>>(as_matrix.data(), 6, 17), weight, {}, mapped);
     CHECK(std::equal(out.data(), out.data() + out.size(), y.data()));
     // A block of a wider row-major matrix is a strided view.
     Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> wide = Eigen::MatrixXf::Zero(6, 40);
     wide.leftCols(17) = as_matrix;
-    norm::layer_norm_forward(wide.leftCols(17), wide.rightCols(17), weight);
+    norm::layer_norm_forward(wide.leftCols(17), weight, {}, wide.rightCols(17));
     CHECK(wide.rightCols(17).isApprox(out, 0));
 }
 
 TEST_CASE("layer_norm rejects bad input, naming the argument", "[layer_norm][errors]") {
     std::vector<float> x(12, 1.0f), y(12), mean(3), rstd(3), dw(4), db(4);
     const std::vector<float> weight(5, 1.0f), good_weight(4, 1.0f);
-    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), view(y.data(), 4, 3)); }, "output");
-    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), view(y.data(), 3, 4), weight); }, "weight");
-    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), view(y.data(), 3, 4), {}, weight); }, "bias");
-    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), view(y.data(), 3, 4), {}, {}, {0.0}); }, "eps");
-    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), view(y.data(), 3, 4), {}, {}, {-1e-5}); }, "eps");
-    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), view(y.data(), 3, 4), {}, {}, {}, vector_view<float>(mean.data(), 2)); },
+    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), {}, {}, view(y.data(), 4, 3)); }, "output");
+    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), weight, {}, view(y.data(), 3, 4)); }, "weight");
+    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), {}, weight, view(y.data(), 3, 4)); }, "bias");
+    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), {}, {}, view(y.data(), 3, 4), {}, {}, layer_norm_eps(0.0)); }, "eps");
+    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), {}, {}, view(y.data(), 3, 4), {}, {}, layer_norm_eps(-1e-5)); }, "eps");
+    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), {}, {}, view(y.data(), 3, 4), vector_view<float>(mean.data(), 2)); },
                          "mean");
-    require_error_naming([&] { norm::layer_norm_forward(matrix_view<const float>{nullptr, 3, 4, 4}, view(y.data(), 3, 4)); }, "input");
+    require_error_naming([&] { norm::layer_norm_forward(matrix_view<const float>{nullptr, 3, 4, 4}, {}, {}, view(y.data(), 3, 4)); }, "input");
     require_error_naming([&] { view(static_cast<float*>(nullptr), 3, 4); }, "null");
-    require_error_naming([&] { norm::layer_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), {}, {}, {}, view(y.data(), 3, 4)); },
+    require_error_naming([&] { norm::layer_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), {}, view(y.data(), 3, 4), {}, {}, {}, {}); },
                          "rstd");
     require_error_naming(
-        [&] { norm::layer_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), mean, rstd, good_weight, view(y.data(), 3, 4), dw, vector_view<float>(db.data(), 3)); },
+        [&] { norm::layer_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), good_weight, view(y.data(), 3, 4), dw, vector_view<float>(db.data(), 3), mean, rstd); },
         "bias_gradient");
-    require_error_naming([&] { norm::layer_norm_backward(view(x.data(), 2, 4), view(x.data(), 3, 4), mean, rstd, {}, view(y.data(), 3, 4)); },
+    require_error_naming([&] { norm::layer_norm_backward(view(x.data(), 2, 4), view(x.data(), 3, 4), {}, view(y.data(), 3, 4), {}, {}, mean, rstd); },
                          "output_gradient");
 }
 
@@ -232,7 +242,7 @@ TEMPLATE_TEST_CASE("streaming stores change no bit of layer_norm or rms_norm", "
             norm::layer_norm_options layer;
             layer.stream_above_bytes = threshold;
             std::vector<core::statistic_t<TestType>> mean(rows), rstd(rows);
-            norm::layer_norm_forward(x.view, y.view, weight, bias, layer, mean, rstd);
+            norm::layer_norm_forward(x.view, weight, bias, y.view, mean, rstd, layer);
             CHECK(y.padding_untouched());
             outputs.push_back(y.storage);
             statistics.push_back(mean);
@@ -245,7 +255,7 @@ TEMPLATE_TEST_CASE("streaming stores change no bit of layer_norm or rms_norm", "
                     rms.casting = casting;
                     rms.offset = offset;
                     std::vector<core::statistic_t<TestType>> rms_rstd(rows);
-                    norm::rms_norm_forward(x.view, z.view, weight, rms, rms_rstd);
+                    norm::rms_norm_forward(x.view, weight, z.view, rms_rstd, rms);
                     CHECK(z.padding_untouched());
                     outputs.push_back(z.storage);
                     statistics.push_back(rms_rstd);
@@ -258,24 +268,24 @@ TEMPLATE_TEST_CASE("streaming stores change no bit of layer_norm or rms_norm", "
         norm::layer_norm_options layer;
         layer.stream_above_bytes = 0;
         test_matrix<TestType> in_place(rows, n, x.values(), n % 5);
-        norm::layer_norm_forward(in_place.view, in_place.view, weight, bias, layer);
+        norm::layer_norm_forward(in_place.view, weight, bias, in_place.view, {}, {}, layer);
         CHECK(std::memcmp(in_place.storage.data(), outputs[5].data(), outputs[5].size() * sizeof(TestType)) == 0);
         norm::rms_norm_options rms;
         rms.stream_above_bytes = 0;
         in_place.set(x.values());
-        norm::rms_norm_forward(in_place.view, in_place.view, weight, rms);
+        norm::rms_norm_forward(in_place.view, weight, in_place.view, {}, rms);
         CHECK(std::memcmp(in_place.storage.data(), outputs[6].data(), outputs[6].size() * sizeof(TestType)) == 0);
         for (std::size_t k = 0; k < 6; ++k) CHECK(statistics[k] == statistics[k + 6]);  // LayerNorm's mean and rstd, RMSNorm's rstds
         // Two blocks of rows, [0, 2) and [2, 5) (core::parallel_for): each sums its own first pair.
         test_matrix<TestType> split(rows, n, n % 5);
         std::vector<core::statistic_t<TestType>> mean(rows), rstd(rows);
         layer.threads = 2;
-        norm::layer_norm_forward(x.view, split.view, weight, bias, layer, mean, rstd);
+        norm::layer_norm_forward(x.view, weight, bias, split.view, mean, rstd, layer);
         CHECK(std::memcmp(split.storage.data(), outputs[5].data(), outputs[5].size() * sizeof(TestType)) == 0);
         CHECK(mean == statistics[6]);
         CHECK(rstd == statistics[7]);
         rms.threads = 2;
-        norm::rms_norm_forward(x.view, split.view, weight, rms, rstd);
+        norm::rms_norm_forward(x.view, weight, split.view, rstd, rms);
         CHECK(std::memcmp(split.storage.data(), outputs[6].data(), outputs[6].size() * sizeof(TestType)) == 0);
         CHECK(rstd == statistics[8]);
     }

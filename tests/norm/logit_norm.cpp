@@ -13,6 +13,19 @@ using namespace normkit::testing;
 
 namespace {
 
+norm::selective_score_options score_order(double p, int threads = 1) {
+    norm::selective_score_options options;
+    options.p = p;
+    options.threads = threads;
+    return options;
+}
+
+norm::select_norm_order_options candidate_orders(std::vector<double> candidates) {
+    norm::select_norm_order_options options;
+    options.candidates = std::move(candidates);
+    return options;
+}
+
 std::vector<long> random_labels(index_type rows, index_type classes, std::uint32_t seed) {
     std::mt19937 generator(seed);
     std::uniform_int_distribution<long> pick(0, classes - 1);
@@ -37,7 +50,7 @@ void check_loss(index_type rows, index_type classes, double temperature, index_t
     std::vector<S> losses(rows);
     norm::logit_norm_options options;
     options.temperature = temperature;
-    const double loss = norm::logit_norm_loss_gradient(logits.view, labels, gradient.view, options, losses);
+    const double loss = norm::logit_norm_loss_gradient(logits.view, labels, gradient.view, losses, options);
     std::vector<double> losses_ref;
     const double loss_ref = reference::logit_norm_loss(logits.values(), rows, classes, labels, temperature, 1e-7, &losses_ref);
     // The loss is O(1/τ): float arithmetic on logits stored exactly.
@@ -45,7 +58,7 @@ void check_loss(index_type rows, index_type classes, double temperature, index_t
     CHECK(std::abs(loss - loss_ref) <= value_tolerance * std::max(1.0, 1.0 / temperature));
     CHECK(relative_error(to_double(losses), losses_ref, 1.0 / temperature) < value_tolerance);
     // The value alone is the same computation (up to the compiler's choice of fused multiply-adds).
-    CHECK(std::abs(norm::logit_norm_loss(logits.view, labels, options) - loss) <= 1e-6 * std::max(1.0, std::abs(loss)));
+    CHECK(std::abs(norm::logit_norm_loss(logits.view, labels, {}, options) - loss) <= 1e-6 * std::max(1.0, std::abs(loss)));
     if (classes == 1) CHECK(loss == 0.0);
     // The gradient against double differences of the reference at the stored logits.
     const auto expected = loss_gradient_by_differences(logits.values(), rows, classes, labels, temperature);
@@ -76,7 +89,7 @@ TEST_CASE("logit_norm_loss degenerate rows", "[logit_norm]") {
         logits[classes] = 1.0;  // a second, ordinary row
         const std::vector<long> labels = {2, 0};
         std::vector<double> losses(2);
-        norm::logit_norm_loss_gradient(view(logits.data(), 2, classes), labels, view(gradient.data(), 2, classes), {}, losses);
+        norm::logit_norm_loss_gradient(view(logits.data(), 2, classes), labels, view(gradient.data(), 2, classes), losses);
         CHECK(losses[0] == Approx(std::log(4.0)).epsilon(1e-14));
         for (index_type k = 0; k < classes; ++k) {
             const double g = (0.25 - (k == 2 ? 1.0 : 0.0)) / 2;  // (p − e_y)/N
@@ -91,7 +104,7 @@ TEST_CASE("logit_norm_loss degenerate rows", "[logit_norm]") {
         std::vector<double> losses(3);
         norm::logit_norm_options options;
         options.temperature = 0.1;
-        norm::logit_norm_loss(view(logits.data(), 3, classes), labels, options, losses);
+        norm::logit_norm_loss(view(logits.data(), 3, classes), labels, losses, options);
         for (double value : losses) CHECK((value >= 0 && value <= 2 / 0.1 + std::log(7.0)));
     }
 }
@@ -104,14 +117,14 @@ TEST_CASE("selective_classification_score matches the reference", "[logit_norm][
             INFO("classes " << classes << " p " << p);
             const auto expected = reference::selective_score(logits, rows, classes, p);
             std::vector<double> scores(rows);
-            norm::selective_classification_score(view(logits.data(), rows, classes), scores, p);
+            norm::selective_classification_score(view(logits.data(), rows, classes), scores, score_order(p));
             CHECK(relative_error(scores, expected, 1.0) < 1e-12);
             test_matrix<float> stored_logits(rows, classes, logits, 2);
             std::vector<float> float_scores(rows);
-            norm::selective_classification_score(stored_logits.view, float_scores, p);
+            norm::selective_classification_score(stored_logits.view, float_scores, score_order(p));
             CHECK(relative_error(to_double(float_scores), reference::selective_score(stored_logits.values(), rows, classes, p), 1.0) < 2e-5);
             test_matrix<Eigen::bfloat16> bf16_logits(rows, classes, logits, 1);
-            norm::selective_classification_score(bf16_logits.view, float_scores, p);
+            norm::selective_classification_score(bf16_logits.view, float_scores, score_order(p));
             CHECK(relative_error(to_double(float_scores), reference::selective_score(bf16_logits.values(), rows, classes, p), 1.0) < 2e-5);
         }
     }
@@ -123,35 +136,35 @@ TEST_CASE("selective_classification_score properties", "[logit_norm][selective]"
     SECTION("invariant to positive scaling and shifting of the logits") {
         for (double p : {1.0, 2.0, 5.0, 10.0}) {
             std::vector<double> scores(rows), transformed_scores(rows);
-            norm::selective_classification_score(view(logits.data(), rows, classes), scores, p);
+            norm::selective_classification_score(view(logits.data(), rows, classes), scores, score_order(p));
             for (double scale : {1e-3, 0.5, 7.0, 1e4}) {
                 for (double shift : {-100.0, 0.0, 3.25, 1e4}) {
                     INFO("p " << p << " scale " << scale << " shift " << shift);
                     std::vector<double> transformed(logits.size());
                     for (std::size_t k = 0; k < logits.size(); ++k) transformed[k] = scale * logits[k] + shift;
-                    norm::selective_classification_score(view(transformed.data(), rows, classes), transformed_scores, p);
+                    norm::selective_classification_score(view(transformed.data(), rows, classes), transformed_scores, score_order(p));
                     CHECK(relative_error(transformed_scores, scores) < 1e-9);
                 }
             }
             // In float the shift costs at most the precision of the shifted logits.
             std::vector<float> as_float(logits.begin(), logits.end()), shifted(logits.size()), float_scores(rows), shifted_scores(rows);
             for (std::size_t k = 0; k < logits.size(); ++k) shifted[k] = 4.0f * as_float[k] + 8.0f;
-            norm::selective_classification_score(view(as_float.data(), rows, classes), float_scores, p);
-            norm::selective_classification_score(view(shifted.data(), rows, classes), shifted_scores, p);
+            norm::selective_classification_score(view(as_float.data(), rows, classes), float_scores, score_order(p));
+            norm::selective_classification_score(view(shifted.data(), rows, classes), shifted_scores, score_order(p));
             CHECK(relative_error(to_double(shifted_scores), to_double(float_scores)) < 1e-5);
         }
     }
     SECTION("scores lie in (0, 1]; a constant row scores 0") {
         std::vector<double> with_constant = logits, scores(rows);
         std::fill(with_constant.begin() + classes, with_constant.begin() + 2 * classes, 3.5);
-        norm::selective_classification_score(view(with_constant.data(), rows, classes), scores, 2.0);
+        norm::selective_classification_score(view(with_constant.data(), rows, classes), scores, score_order(2.0));
         CHECK(scores[1] == 0.0);
         for (index_type i = 0; i < rows; ++i)
             if (i != 1) CHECK((scores[i] > 0 && scores[i] <= 1));
         // One-hot-like rows reach the maximum for p = ∞: max z̃ = ‖z̃‖_∞.
         std::vector<double> one_hot(classes, 0.0), score(1);
         one_hot[4] = 5.0;
-        norm::selective_classification_score(view(one_hot.data(), 1, classes), score, INFINITY);
+        norm::selective_classification_score(view(one_hot.data(), 1, classes), score, score_order(INFINITY));
         CHECK(score[0] == Approx(1.0).epsilon(1e-15));
     }
 }
@@ -215,7 +228,7 @@ TEST_CASE("select_norm_order picks the p of least validation AURC", "[logit_norm
     }
     CHECK(selection.p == best_p);
     CHECK(selection.aurc == Approx(best_aurc).epsilon(1e-9));
-    const auto restricted = norm::select_norm_order(view(logits.data(), rows, classes), labels, {2.0, 2.0});
+    const auto restricted = norm::select_norm_order(view(logits.data(), rows, classes), labels, candidate_orders({2.0, 2.0}));
     CHECK(restricted.p == 2.0);
     CHECK(restricted.aurcs.size() == 2);
 }
@@ -232,10 +245,10 @@ TEMPLATE_TEST_CASE("logit normalization is bitwise identical for 1 and 2 threads
             test_matrix<TestType> gradient(rows, classes);
             norm::logit_norm_options options;
             options.threads = threads;
-            losses.push_back(norm::logit_norm_loss_gradient(logits.view, labels, gradient.view, options));
+            losses.push_back(norm::logit_norm_loss_gradient(logits.view, labels, gradient.view, {}, options));
             gradients.push_back(gradient.storage);
             std::vector<float> s(rows);
-            norm::selective_classification_score(logits.view, s, 3.0, {threads});
+            norm::selective_classification_score(logits.view, s, score_order(3.0, threads));
             scores.push_back(s);
         }
         CHECK(losses[0] == losses[1]);
@@ -254,15 +267,15 @@ TEST_CASE("logit normalization rejects bad input, naming the argument", "[logit_
     no_delta.delta = -1;
     require_error_naming([&] { norm::logit_norm_loss(z, bad_labels); }, "labels[1]");
     require_error_naming([&] { norm::logit_norm_loss(z, short_labels); }, "labels");
-    require_error_naming([&] { norm::logit_norm_loss(z, labels, cold); }, "temperature");
-    require_error_naming([&] { norm::logit_norm_loss(z, labels, no_delta); }, "delta");
+    require_error_naming([&] { norm::logit_norm_loss(z, labels, {}, cold); }, "temperature");
+    require_error_naming([&] { norm::logit_norm_loss(z, labels, {}, no_delta); }, "delta");
     require_error_naming([&] { norm::logit_norm_loss_gradient(z, labels, view(gradient.data(), 4, 3)); }, "gradient");
-    require_error_naming([&] { norm::logit_norm_loss(z, labels, {}, vector_view<float>(scores.data(), 2)); }, "losses");
-    require_error_naming([&] { norm::selective_classification_score(z, vector_view<float>(scores.data(), 2), 2.0); }, "scores");
-    require_error_naming([&] { norm::selective_classification_score(z, scores, 0.0); }, "p must");
-    require_error_naming([&] { norm::selective_classification_score(z, scores, NAN); }, "p must");
+    require_error_naming([&] { norm::logit_norm_loss(z, labels, vector_view<float>(scores.data(), 2)); }, "losses");
+    require_error_naming([&] { norm::selective_classification_score(z, vector_view<float>(scores.data(), 2), score_order(2.0)); }, "scores");
+    require_error_naming([&] { norm::selective_classification_score(z, scores, score_order(0.0)); }, "p must");
+    require_error_naming([&] { norm::selective_classification_score(z, scores, score_order(NAN)); }, "p must");
     require_error_naming([&] { norm::area_under_risk_coverage(std::vector<double>{1, 2}, std::vector<double>{1}); }, "losses");
     require_error_naming([&] { norm::area_under_risk_coverage(std::vector<double>{1, NAN}, std::vector<double>{1, 0}); }, "scores[1]");
     require_error_naming([&] { norm::select_norm_order(view(logits.data(), 0, 4), std::vector<long>{}); }, "validation_logits");
-    require_error_naming([&] { norm::select_norm_order(z, labels, {}); }, "candidates");
+    require_error_naming([&] { norm::select_norm_order(z, labels, candidate_orders({})); }, "candidates");
 }

@@ -22,7 +22,7 @@ void check_l2(index_type rows, index_type n, index_type padding, double gain, st
     const double eps = 1e-12;
     test_matrix<T> x(rows, n, random_values(rows * n, seed, 0.2, 1.5), padding);
     test_matrix<T> y(rows, n, padding + 1), dy(rows, n, random_values(rows * n, seed + 1), padding), dx(rows, n, padding + 2);
-    norm::l2_norm_forward(x.view, y.view, gain);
+    norm::l2_norm_forward(x.view, gain, y.view);
     CHECK(relative_error(y.values(), reference::l2_norm_forward(x.values(), {rows, n}, gain, eps)) < tolerance<T>() * 4);
     CHECK(y.padding_untouched());
 
@@ -53,7 +53,7 @@ void check_qk_l2(index_type tokens, index_type query_heads, index_type key_heads
     const index_type q_rows = tokens * query_heads, k_rows = tokens * key_heads;
     test_matrix<T> q(q_rows, d, random_values(q_rows * d, seed), padding), k(k_rows, d, random_values(k_rows * d, seed + 1, 0.5), padding);
     test_matrix<T> q_out(q_rows, d, padding), k_out(k_rows, d, padding + 1);
-    norm::qk_l2_norm_forward(q.view, k.view, q_out.view, k_out.view, gain);
+    norm::qk_l2_norm_forward(q.view, k.view, gain, q_out.view, k_out.view);
     CHECK(relative_error(q_out.values(), reference::l2_norm_forward(q.values(), {q_rows, d}, gain, eps)) < tolerance<T>() * 4);
     CHECK(relative_error(k_out.values(), reference::l2_norm_forward(k.values(), {k_rows, d}, 1.0, eps)) < tolerance<T>() * 4);
     CHECK(q_out.padding_untouched());
@@ -73,7 +73,7 @@ void check_qk_l2(index_type tokens, index_type query_heads, index_type key_heads
 
 template <class T>
 void check_qk_rms(index_type tokens, index_type query_heads, index_type key_heads, index_type d, index_type padding,
-                  const norm::qk_rms_norm_options& options, std::uint32_t seed) {
+                  const norm::rms_norm_options& options, std::uint32_t seed) {
     INFO(type_name<T>() << " tokens " << tokens << " heads " << query_heads << "/" << key_heads << " d " << d << " offset " << options.offset
                         << " llama " << (options.casting == norm::rms_norm_casting::llama));
     const index_type q_rows = tokens * query_heads, k_rows = tokens * key_heads;
@@ -83,7 +83,7 @@ void check_qk_rms(index_type tokens, index_type query_heads, index_type key_head
     const auto q_weight_values = stored<T>(random_values(d, seed + 2, weight_mean, 0.3)), k_weight_values = stored<T>(random_values(d, seed + 3, weight_mean, 0.3));
     const auto q_weight = to_storage<T>(q_weight_values), k_weight = to_storage<T>(k_weight_values);
     std::vector<core::statistic_t<T>> q_rstd(q_rows), k_rstd(k_rows), dq_weight(d), dk_weight(d);
-    norm::qk_rms_norm_forward(q.view, k.view, q_out.view, k_out.view, q_weight, k_weight, options, q_rstd, k_rstd);
+    norm::qk_rms_norm_forward(q.view, k.view, q_weight, k_weight, q_out.view, k_out.view, q_rstd, k_rstd, options);
     std::vector<double> q_ref, k_ref, q_rstd_ref, k_rstd_ref;
     reference::rms_norm_forward(q.values(), {q_rows, d}, q_weight_values, options.offset, options.eps, q_ref, q_rstd_ref);
     reference::rms_norm_forward(k.values(), {k_rows, d}, k_weight_values, options.offset, options.eps, k_ref, k_rstd_ref);
@@ -93,8 +93,7 @@ void check_qk_rms(index_type tokens, index_type query_heads, index_type key_head
 
     test_matrix<T> dq_out(q_rows, d, random_values(q_rows * d, seed + 4), padding), dk_out(k_rows, d, random_values(k_rows * d, seed + 5), padding);
     test_matrix<T> dq(q_rows, d, padding), dk(k_rows, d, padding);
-    norm::qk_rms_norm_backward(dq_out.view, dk_out.view, q.view, k.view, q_rstd, k_rstd, q_weight, k_weight, dq.view, dk.view, dq_weight, dk_weight,
-                               options);
+    norm::qk_rms_norm_backward(dq_out.view, dk_out.view, q.view, k.view, q_weight, k_weight, dq.view, dk.view, dq_weight, dk_weight, q_rstd, k_rstd, options);
     std::vector<double> dq_ref, dk_ref, dq_weight_ref, dk_weight_ref;
     reference::rms_norm_backward(dq_out.values(), q.values(), {q_rows, d}, q_weight_values, options.offset, options.eps, dq_ref, dq_weight_ref);
     reference::rms_norm_backward(dk_out.values(), k.values(), {k_rows, d}, k_weight_values, options.offset, options.eps, dk_ref, dk_weight_ref);
@@ -109,7 +108,7 @@ void check_qk_rms(index_type tokens, index_type query_heads, index_type key_head
 template <class T>
 void check_full_width(index_type tokens, index_type query_heads, index_type key_heads, index_type d, std::uint32_t seed) {
     INFO(type_name<T>() << " tokens " << tokens << " heads " << query_heads << "/" << key_heads << " d " << d);
-    const auto options = norm::qk_rms_norm_options::olmo2();
+    const auto options = norm::presets::olmo2();
     const index_type q_width = query_heads * d, k_width = key_heads * d;
     // Rows of head_dim, dense (the [tokens, heads, head_dim] layout): read a token at a time.
     test_matrix<T> q(tokens * query_heads, d, random_values(tokens * q_width, seed, 0.0, 3.0), 0), k(tokens * key_heads, d, random_values(tokens * k_width, seed + 1), 0);
@@ -117,7 +116,7 @@ void check_full_width(index_type tokens, index_type query_heads, index_type key_
     const auto q_weight_values = stored<T>(random_values(q_width, seed + 2, 1.0, 0.3)), k_weight_values = stored<T>(random_values(k_width, seed + 3, 1.0, 0.3));
     const auto q_weight = to_storage<T>(q_weight_values), k_weight = to_storage<T>(k_weight_values);
     std::vector<core::statistic_t<T>> q_rstd(tokens), k_rstd(tokens), dq_weight(q_width), dk_weight(k_width);
-    norm::qk_full_width_rms_norm_forward(q.view, k.view, q_out.view, k_out.view, q_weight, k_weight, options, q_rstd, k_rstd);
+    norm::qk_full_width_rms_norm_forward(q.view, k.view, q_weight, k_weight, q_out.view, k_out.view, q_rstd, k_rstd, options);
     std::vector<double> q_ref, k_ref, q_rstd_ref, k_rstd_ref;
     reference::rms_norm_forward(q.values(), {tokens, q_width}, q_weight_values, false, options.eps, q_ref, q_rstd_ref);
     reference::rms_norm_forward(k.values(), {tokens, k_width}, k_weight_values, false, options.eps, k_ref, k_rstd_ref);
@@ -127,8 +126,7 @@ void check_full_width(index_type tokens, index_type query_heads, index_type key_
 
     test_matrix<T> dq_out(tokens * query_heads, d, random_values(tokens * q_width, seed + 4), 0), dk_out(tokens * key_heads, d, random_values(tokens * k_width, seed + 5), 0);
     test_matrix<T> dq(tokens * query_heads, d, 0), dk(tokens * key_heads, d, 0);
-    norm::qk_full_width_rms_norm_backward(dq_out.view, dk_out.view, q.view, k.view, q_rstd, k_rstd, q_weight, k_weight, dq.view, dk.view, dq_weight,
-                                          dk_weight, options);
+    norm::qk_full_width_rms_norm_backward(dq_out.view, dk_out.view, q.view, k.view, q_weight, k_weight, dq.view, dk.view, dq_weight, dk_weight, q_rstd, k_rstd, options);
     std::vector<double> dq_ref, dk_ref, dq_weight_ref, dk_weight_ref;
     reference::rms_norm_backward(dq_out.values(), q.values(), {tokens, q_width}, q_weight_values, false, options.eps, dq_ref, dq_weight_ref);
     reference::rms_norm_backward(dk_out.values(), k.values(), {tokens, k_width}, k_weight_values, false, options.eps, dk_ref, dk_weight_ref);
@@ -165,8 +163,8 @@ TEMPLATE_TEST_CASE("qk_l2_norm (Henry et al.) matches the reference for q and k 
 TEMPLATE_TEST_CASE("qk_rms_norm (per head) matches RMSNorm over rows of head_dim", "[qk_norm]", float, double, Eigen::bfloat16, Eigen::half) {
     std::uint32_t seed = 500;
     for (index_type d : {index_type(1), index_type(3), index_type(16), index_type(33), index_type(64), index_type(128), index_type(256)}) {
-        check_qk_rms<TestType>(6, 4, 2, d, (d + 1) % 3, norm::qk_rms_norm_options::qwen3(), seed++);
-        check_qk_rms<TestType>(3, 2, 2, d, 0, norm::qk_rms_norm_options::gemma3(), seed++);
+        check_qk_rms<TestType>(6, 4, 2, d, (d + 1) % 3, norm::presets::qwen3(), seed++);
+        check_qk_rms<TestType>(3, 2, 2, d, 0, norm::presets::gemma3(), seed++);
     }
 }
 
@@ -207,16 +205,16 @@ TEST_CASE("qk_l2_norm gradients (dq, dk, dg) agree with finite differences throu
         dk_out(tokens, heads, d), dq(tokens, heads, d), dk(tokens, heads, d);
     std::copy(q.begin(), q.end(), q_t.data());
     std::copy(k.begin(), k.end(), k_t.data());
-    norm::qk_l2_norm_forward(q_t, k_t, q_out, k_out, gain);
+    norm::qk_l2_norm_forward(q_t, k_t, gain, q_out, k_out);
     for (index_type h = 0; h < heads; ++h) {
         Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> scores(tokens, tokens), scores_gradient(tokens, tokens);
-        norm::qk_norm_scores(norm::head_view(q_out, h), norm::head_view(k_out, h), scores);
+        reference::qk_norm_scores(reference::head_view(q_out, h), reference::head_view(k_out, h), scores);
         const auto expected = reference::qk_scores(head_of(std::vector<double>(q_out.data(), q_out.data() + q_out.size()), h),
                                                    head_of(std::vector<double>(k_out.data(), k_out.data() + k_out.size()), h), tokens, tokens, d);
         CHECK(relative_error(std::vector<double>(scores.data(), scores.data() + scores.size()), expected) < 1e-14);
         std::copy(weights.begin() + h * tokens * tokens, weights.begin() + (h + 1) * tokens * tokens, scores_gradient.data());
-        norm::qk_norm_scores_backward(scores_gradient, norm::head_view(q_out, h), norm::head_view(k_out, h), norm::head_view(dq_out, h),
-                                      norm::head_view(dk_out, h));
+        reference::qk_norm_scores_backward(scores_gradient, reference::head_view(q_out, h), reference::head_view(k_out, h), reference::head_view(dq_out, h),
+                                      reference::head_view(dk_out, h));
     }
     const double dg = norm::qk_l2_norm_backward(dq_out, dk_out, q_t, k_t, gain, dq, dk);
     const std::vector<double> dq_v(dq.data(), dq.data() + dq.size()), dk_v(dk.data(), dk.data() + dk.size());
@@ -251,17 +249,15 @@ TEST_CASE("qk_rms_norm gradients agree with finite differences (per head and ful
         INFO("full width " << full_width);
         const index_type width = full_width ? heads * d : d, rows = tokens * heads * d / width;
         const auto qw = random_values(width, 95, 0.1, 0.5), kw = random_values(width, 96, 0.1, 0.5);
-        auto options = full_width ? norm::qk_rms_norm_options::olmo2() : norm::qk_rms_norm_options::gemma3();
+        auto options = full_width ? norm::presets::olmo2() : norm::presets::gemma3();
         std::vector<double> q_out(q.size()), k_out(k.size()), q_rstd(rows), k_rstd(rows), dq(q.size()), dk(k.size()), dqw(width), dkw(width);
         const auto qv = view(q.data(), tokens * heads, d), kv = view(k.data(), tokens * heads, d);
         if (full_width) {
-            norm::qk_full_width_rms_norm_forward(qv, kv, view(q_out.data(), tokens * heads, d), view(k_out.data(), tokens * heads, d), qw, kw, options, q_rstd, k_rstd);
-            norm::qk_full_width_rms_norm_backward(view(dq_out.data(), tokens * heads, d), view(dk_out.data(), tokens * heads, d), qv, kv, q_rstd, k_rstd, qw, kw,
-                                                  view(dq.data(), tokens * heads, d), view(dk.data(), tokens * heads, d), dqw, dkw, options);
+            norm::qk_full_width_rms_norm_forward(qv, kv, qw, kw, view(q_out.data(), tokens * heads, d), view(k_out.data(), tokens * heads, d), q_rstd, k_rstd, options);
+            norm::qk_full_width_rms_norm_backward(view(dq_out.data(), tokens * heads, d), view(dk_out.data(), tokens * heads, d), qv, kv, qw, kw, view(dq.data(), tokens * heads, d), view(dk.data(), tokens * heads, d), dqw, dkw, q_rstd, k_rstd, options);
         } else {
-            norm::qk_rms_norm_forward(qv, kv, view(q_out.data(), tokens * heads, d), view(k_out.data(), tokens * heads, d), qw, kw, options, q_rstd, k_rstd);
-            norm::qk_rms_norm_backward(view(dq_out.data(), tokens * heads, d), view(dk_out.data(), tokens * heads, d), qv, kv, q_rstd, k_rstd, qw, kw,
-                                       view(dq.data(), tokens * heads, d), view(dk.data(), tokens * heads, d), dqw, dkw, options);
+            norm::qk_rms_norm_forward(qv, kv, qw, kw, view(q_out.data(), tokens * heads, d), view(k_out.data(), tokens * heads, d), q_rstd, k_rstd, options);
+            norm::qk_rms_norm_backward(view(dq_out.data(), tokens * heads, d), view(dk_out.data(), tokens * heads, d), qv, kv, qw, kw, view(dq.data(), tokens * heads, d), view(dk.data(), tokens * heads, d), dqw, dkw, q_rstd, k_rstd, options);
         }
         const auto loss = [&](const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& upstream) {
             std::vector<double> out, r;
@@ -288,12 +284,12 @@ TEST_CASE("QK-norm and L2 properties", "[qk_norm][l2_norm]") {
         std::copy(values.begin(), values.begin() + q.size(), q.data());
         std::copy(values.begin() + q.size(), values.end(), k.data());
         const auto weight = to_storage<Eigen::bfloat16>(random_values(d, 102, 0.0, 0.2));
-        for (const auto& options : {norm::qk_rms_norm_options::qwen3(), norm::qk_rms_norm_options::gemma3()}) {
-            norm::qk_rms_norm_forward(q, k, q_out, k_out, weight, weight, options);
+        for (const auto& options : {norm::presets::qwen3(), norm::presets::gemma3()}) {
+            norm::qk_rms_norm_forward(q, k, weight, weight, q_out, k_out, {}, {}, options);
             std::vector<Eigen::bfloat16> expected(q.size());
-            norm::rms_norm_forward(view(q.data(), tokens * heads, d), view(expected.data(), tokens * heads, d), weight, options.rms());
+            norm::rms_norm_forward(view(q.data(), tokens * heads, d), weight, view(expected.data(), tokens * heads, d), {}, options);
             CHECK(std::memcmp(expected.data(), q_out.data(), expected.size() * sizeof(Eigen::bfloat16)) == 0);
-            norm::rms_norm_forward(view(k.data(), tokens * heads, d), view(expected.data(), tokens * heads, d), weight, options.rms());
+            norm::rms_norm_forward(view(k.data(), tokens * heads, d), weight, view(expected.data(), tokens * heads, d), {}, options);
             CHECK(std::memcmp(expected.data(), k_out.data(), expected.size() * sizeof(Eigen::bfloat16)) == 0);
         }
     }
@@ -305,15 +301,15 @@ TEST_CASE("QK-norm and L2 properties", "[qk_norm][l2_norm]") {
         l2.eps = 1e-300;
         norm::rms_norm_options rms;
         rms.eps = 1e-300;
-        norm::l2_norm_forward(view(x.data(), rows, n), view(y.data(), rows, n), norm::scale_norm_initial_gain(n), l2);
-        norm::rms_norm_forward(view(x.data(), rows, n), view(z.data(), rows, n), {}, rms);
+        norm::l2_norm_forward(view(x.data(), rows, n), norm::scale_norm_initial_gain(n), view(y.data(), rows, n), l2);
+        norm::rms_norm_forward(view(x.data(), rows, n), {}, view(z.data(), rows, n), {}, rms);
         CHECK(relative_error(y, z) < 1e-14);
     }
     SECTION("an all-zero row gives y = 0 and dx = g*dy/eps, finite") {
         std::vector<float> zeros(2 * 19, 0.0f), y(2 * 19, 1.0f), dy(2 * 19, 0.5f), dx(2 * 19);
         norm::l2_norm_options options;
         options.eps = 1e-6;
-        norm::l2_norm_forward(view(zeros.data(), 2, 19), view(y.data(), 2, 19), 3.0, options);
+        norm::l2_norm_forward(view(zeros.data(), 2, 19), 3.0, view(y.data(), 2, 19), options);
         for (float value : y) CHECK(value == 0.0f);
         const float dg = norm::l2_norm_backward(view(dy.data(), 2, 19), view(zeros.data(), 2, 19), 3.0, view(dx.data(), 2, 19), options);
         CHECK(dg == 0.0f);
@@ -340,7 +336,7 @@ TEST_CASE("QK-norm and L2 properties", "[qk_norm][l2_norm]") {
     SECTION("zero tokens is a no-op with dg = 0") {
         std::vector<float> none;
         const auto empty = view(none.data(), 0, 64);
-        norm::qk_l2_norm_forward(empty, empty, empty, empty, 2.0);
+        norm::qk_l2_norm_forward(empty, empty, 2.0, empty, empty);
         CHECK(norm::qk_l2_norm_backward(empty, empty, empty, empty, 2.0, empty, empty) == 0.0f);
     }
 }
@@ -359,31 +355,32 @@ TEMPLATE_TEST_CASE("QK-norm and L2 norm are bitwise identical for 1 and 2 thread
             const int threads = t + 1;
             const auto keep = [&](const test_matrix<T>& m) { outputs[t].push_back(m.storage); };
             test_matrix<T> q_out(rows, d), k_out(rows / 2, d), dq(rows, d), dk(rows / 2, d);
-            norm::qk_l2_norm_options l2{1e-12, threads};
-            norm::qk_l2_norm_forward(q.view, k.view, q_out.view, k_out.view, 2.5, l2);
+            norm::l2_norm_options l2;
+            l2.threads = threads;
+            norm::qk_l2_norm_forward(q.view, k.view, 2.5, q_out.view, k_out.view, l2);
             const float dg = norm::qk_l2_norm_backward(dq_out.view, dk_out.view, q.view, k.view, 2.5, dq.view, dk.view, l2);
             keep(q_out), keep(k_out), keep(dq), keep(dk);
             statistics[t].push_back({dg});
 
-            auto options = norm::qk_rms_norm_options::qwen3();
+            auto options = norm::presets::qwen3();
             options.threads = threads;
             std::vector<float> q_rstd(rows), k_rstd(rows / 2), dqw(d), dkw(d);
-            norm::qk_rms_norm_forward(q.view, k.view, q_out.view, k_out.view, weight, weight, options, q_rstd, k_rstd);
-            norm::qk_rms_norm_backward(dq_out.view, dk_out.view, q.view, k.view, q_rstd, k_rstd, weight, weight, dq.view, dk.view, dqw, dkw, options);
+            norm::qk_rms_norm_forward(q.view, k.view, weight, weight, q_out.view, k_out.view, q_rstd, k_rstd, options);
+            norm::qk_rms_norm_backward(dq_out.view, dk_out.view, q.view, k.view, weight, weight, dq.view, dk.view, dqw, dkw, q_rstd, k_rstd, options);
             keep(q_out), keep(k_out), keep(dq), keep(dk);
             statistics[t].insert(statistics[t].end(), {q_rstd, k_rstd, dqw, dkw});
 
-            auto olmo = norm::qk_rms_norm_options::olmo2();
+            auto olmo = norm::presets::olmo2();
             olmo.threads = threads;
             std::vector<float> tq(tokens), tk(tokens), wq(heads * d), wk(heads * d / 2);
             test_matrix<T> qc(rows, d, q.values(), 0, false), kc(rows / 2, d, k.values(), 0, false), qo(rows, d, 0, false), ko(rows / 2, d, 0, false);
-            norm::qk_full_width_rms_norm_forward(qc.view, kc.view, qo.view, ko.view, wide_weight, wide_key_weight, olmo, tq, tk);
+            norm::qk_full_width_rms_norm_forward(qc.view, kc.view, wide_weight, wide_key_weight, qo.view, ko.view, tq, tk, olmo);
             test_matrix<T> dqc(rows, d, dq_out.values(), 0, false), dkc(rows / 2, d, dk_out.values(), 0, false), gq(rows, d, 0, false), gk(rows / 2, d, 0, false);
-            norm::qk_full_width_rms_norm_backward(dqc.view, dkc.view, qc.view, kc.view, tq, tk, wide_weight, wide_key_weight, gq.view, gk.view, wq, wk, olmo);
+            norm::qk_full_width_rms_norm_backward(dqc.view, dkc.view, qc.view, kc.view, wide_weight, wide_key_weight, gq.view, gk.view, wq, wk, tq, tk, olmo);
             keep(qo), keep(ko), keep(gq), keep(gk);
             statistics[t].insert(statistics[t].end(), {tq, tk, wq, wk});
             test_matrix<T> y(rows, d);
-            norm::l2_norm_forward(q.view, y.view, 0.5, {1e-12, threads});
+            norm::l2_norm_forward(q.view, 0.5, y.view, l2);
             keep(y);
         }
         REQUIRE(outputs[0].size() == outputs[1].size());
@@ -399,23 +396,23 @@ TEST_CASE("QK-norm accepts [tokens, heads, head_dim] tensors and GQA head counts
     q.setRandom();
     k.setRandom();
     Eigen::VectorXf q_weight = Eigen::VectorXf::Random(d), k_weight = Eigen::VectorXf::Random(d);
-    norm::qk_rms_norm_forward(q, k, q_out, k_out, q_weight, k_weight);
+    norm::qk_rms_norm_forward(q, k, q_weight, k_weight, q_out, k_out, {}, {}, norm::presets::qwen3());
     // The same data as a matrix whose rows are heads.
     Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> q_rows(tokens * heads, d), q_rows_out(tokens * heads, d);
     std::copy(q.data(), q.data() + q.size(), q_rows.data());
     Eigen::TensorMap<Eigen::Tensor<float, 3, Eigen::RowMajor>> k_map(k.data(), tokens, key_heads, d);
     Eigen::Tensor<float, 3, Eigen::RowMajor> k_out2(tokens, key_heads, d);
-    norm::qk_rms_norm_forward(q_rows, k_map, q_rows_out, k_out2, q_weight, k_weight);
+    norm::qk_rms_norm_forward(q_rows, k_map, q_weight, k_weight, q_rows_out, k_out2, {}, {}, norm::presets::qwen3());
     CHECK(std::equal(q_rows_out.data(), q_rows_out.data() + q_rows_out.size(), q_out.data()));
     CHECK(std::equal(k_out2.data(), k_out2.data() + k_out2.size(), k_out.data()));
     // Full width from the rank-3 tensor and from one row per token agree.
     Eigen::VectorXf wide_q = Eigen::VectorXf::Random(heads * d), wide_k = Eigen::VectorXf::Random(key_heads * d);
-    norm::qk_full_width_rms_norm_forward(q, k, q_out, k_out, wide_q, wide_k);
+    norm::qk_full_width_rms_norm_forward(q, k, wide_q, wide_k, q_out, k_out, {}, {}, norm::presets::olmo2());
     Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> per_token(tokens, heads * d), per_token_out(tokens, heads * d);
     std::copy(q.data(), q.data() + q.size(), per_token.data());
     Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> k_token(tokens, key_heads * d), k_token_out(tokens, key_heads * d);
     std::copy(k.data(), k.data() + k.size(), k_token.data());
-    norm::qk_full_width_rms_norm_forward(per_token, k_token, per_token_out, k_token_out, wide_q, wide_k);
+    norm::qk_full_width_rms_norm_forward(per_token, k_token, wide_q, wide_k, per_token_out, k_token_out, {}, {}, norm::presets::olmo2());
     CHECK(std::equal(per_token_out.data(), per_token_out.data() + per_token_out.size(), q_out.data()));
     CHECK(std::equal(k_token_out.data(), k_token_out.data() + k_token_out.size(), k_out.data()));
 }
@@ -426,25 +423,25 @@ TEST_CASE("QK-norm and L2 norm reject bad input, naming the argument", "[qk_norm
     const auto q = view(a.data(), 6, 8), out = view(b.data(), 6, 8);
     norm::l2_norm_options zero_eps;
     zero_eps.eps = 0;
-    require_error_naming([&] { norm::l2_norm_forward(q, view(b.data(), 5, 8)); }, "output");
-    require_error_naming([&] { norm::l2_norm_forward(q, out, 1.0, zero_eps); }, "eps");
-    require_error_naming([&] { norm::l2_norm_forward(q, out, std::nan("")); }, "gain");
+    require_error_naming([&] { norm::l2_norm_forward(q, 1.0, view(b.data(), 5, 8)); }, "output");
+    require_error_naming([&] { norm::l2_norm_forward(q, 1.0, out, zero_eps); }, "eps");
+    require_error_naming([&] { norm::l2_norm_forward(q, std::nan(""), out); }, "gain");
     require_error_naming([&] { norm::l2_norm_backward(q, view(c.data(), 6, 7), 1.0, out); }, "output_gradient");
     require_error_naming([&] { norm::l2_norm_backward(q, q, 1.0, view(b.data(), 3, 8)); }, "input_gradient");
-    require_error_naming([&] { norm::qk_l2_norm_forward(q, view(c.data(), 6, 7), out, view(e.data(), 6, 7)); }, "head_dim");
-    require_error_naming([&] { norm::qk_l2_norm_forward(q, q, out, view(e.data(), 5, 8)); }, "key_output");
+    require_error_naming([&] { norm::qk_l2_norm_forward(q, view(c.data(), 6, 7), 1.0, out, view(e.data(), 6, 7)); }, "head_dim");
+    require_error_naming([&] { norm::qk_l2_norm_forward(q, q, 1.0, out, view(e.data(), 5, 8)); }, "key_output");
     require_error_naming([&] { norm::qk_l2_norm_backward(q, view(c.data(), 5, 8), q, q, 1.0, out, view(e.data(), 6, 8)); }, "key_output_gradient");
-    require_error_naming([&] { norm::qk_rms_norm_forward(q, q, out, view(e.data(), 6, 8), short_weight, weight); }, "query_weight");
-    require_error_naming([&] { norm::qk_rms_norm_forward(q, q, out, view(e.data(), 6, 8), weight, short_weight); }, "key_weight");
-    require_error_naming([&] { norm::qk_rms_norm_forward(q, q, out, view(e.data(), 6, 8), weight, weight, {}, vector_view<float>(c.data(), 2)); },
+    require_error_naming([&] { norm::qk_rms_norm_forward(q, q, short_weight, weight, out, view(e.data(), 6, 8), {}, {}, norm::presets::qwen3()); }, "query_weight");
+    require_error_naming([&] { norm::qk_rms_norm_forward(q, q, weight, short_weight, out, view(e.data(), 6, 8), {}, {}, norm::presets::qwen3()); }, "key_weight");
+    require_error_naming([&] { norm::qk_rms_norm_forward(q, q, weight, weight, out, view(e.data(), 6, 8), vector_view<float>(c.data(), 2)); },
                          "query_rstd");
-    require_error_naming([&] { norm::qk_rms_norm_backward(q, q, q, q, {}, {}, weight, weight, out, view(e.data(), 6, 8)); }, "query_rstd");
-    require_error_naming([&] { norm::qk_full_width_rms_norm_forward(q, q, out, view(e.data(), 6, 8), bad_wide, bad_wide); }, "tile");
-    require_error_naming([&] { norm::qk_full_width_rms_norm_forward(view(a.data(), 5, 8), view(a.data(), 5, 8), view(b.data(), 5, 8), view(e.data(), 5, 8), wide, wide); },
+    require_error_naming([&] { norm::qk_rms_norm_backward(q, q, q, q, weight, weight, out, view(e.data(), 6, 8), {}, {}, {}, {}, norm::presets::qwen3()); }, "query_rstd");
+    require_error_naming([&] { norm::qk_full_width_rms_norm_forward(q, q, bad_wide, bad_wide, out, view(e.data(), 6, 8), {}, {}, norm::presets::olmo2()); }, "tile");
+    require_error_naming([&] { norm::qk_full_width_rms_norm_forward(view(a.data(), 5, 8), view(a.data(), 5, 8), wide, wide, view(b.data(), 5, 8), view(e.data(), 5, 8), {}, {}, norm::presets::olmo2()); },
                          "whole number of tokens");
-    require_error_naming([&] { norm::qk_full_width_rms_norm_forward(view(a.data(), 3, 8, 16), q, view(b.data(), 3, 8, 16), out, wide, wide); },
+    require_error_naming([&] { norm::qk_full_width_rms_norm_forward(view(a.data(), 3, 8, 16), q, wide, wide, view(b.data(), 3, 8, 16), out, {}, {}, norm::presets::olmo2()); },
                          "contiguous");
-    require_error_naming([&] { norm::qk_full_width_rms_norm_forward(q, q, out, view(e.data(), 6, 8), {}, {}); }, "query_weight");
+    require_error_naming([&] { norm::qk_full_width_rms_norm_forward(q, q, {}, {}, out, view(e.data(), 6, 8), {}, {}, norm::presets::olmo2()); }, "query_weight");
     Eigen::Tensor<float, 3, Eigen::RowMajor> t(2, 3, 4);
-    require_error_naming([&] { norm::head_view(t, 3); }, "head");
+    require_error_naming([&] { reference::head_view(t, 3); }, "head");
 }

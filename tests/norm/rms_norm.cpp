@@ -22,14 +22,14 @@ void check_forward_backward(index_type rows, index_type n, index_type padding, b
     options.eps = eps;
     options.offset = offset;
 
-    norm::rms_norm_forward(x.view, y.view, weight, options, rstd);
+    norm::rms_norm_forward(x.view, weight, y.view, rstd, options);
     std::vector<double> y_ref, rstd_ref;
     reference::rms_norm_forward(x.values(), {rows, n}, weight_values, offset, eps, y_ref, rstd_ref);
     CHECK(relative_error(y.values(), y_ref) < tolerance<T>() * 4);
     CHECK(relative_error(to_double(rstd), rstd_ref) < std::max(tolerance<T>(), 2e-6));
     CHECK(y.padding_untouched());
 
-    norm::rms_norm_backward(dy.view, x.view, rstd, weight, dx.view, dweight, options);
+    norm::rms_norm_backward(dy.view, x.view, weight, dx.view, dweight, rstd, options);
     std::vector<double> dx_ref, dweight_ref;
     reference::rms_norm_backward(dy.values(), x.values(), {rows, n}, weight_values, offset, eps, dx_ref, dweight_ref);
     const double gradient_tolerance = std::is_same_v<T, double> ? 1e-10 : (std::is_same_v<T, float> ? 1e-4 : tolerance<T>() * 4);
@@ -63,8 +63,8 @@ TEST_CASE("rms_norm gradients agree with central finite differences", "[rms_norm
         options.eps = eps;
         options.offset = offset;
         std::vector<double> y(rows * n), rstd(rows), dx(rows * n), dweight(n);
-        norm::rms_norm_forward(view(x.data(), rows, n), view(y.data(), rows, n), weight, options, rstd);
-        norm::rms_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), rstd, weight, view(dx.data(), rows, n), dweight, options);
+        norm::rms_norm_forward(view(x.data(), rows, n), weight, view(y.data(), rows, n), rstd, options);
+        norm::rms_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), weight, view(dx.data(), rows, n), dweight, rstd, options);
         const auto loss = [&](const std::vector<double>& xs, const std::vector<double>& w) {
             std::vector<double> out, r;
             reference::rms_norm_forward(xs, {rows, n}, w, offset, eps, out, r);
@@ -83,16 +83,16 @@ TEST_CASE("rms_norm properties and degenerate rows", "[rms_norm]") {
         for (auto& value : scaled) value *= 1e-3;
         norm::rms_norm_options options;
         options.eps = 1e-300;
-        norm::rms_norm_forward(view(x.data(), rows, n), view(y.data(), rows, n), {}, options);
-        norm::rms_norm_forward(view(scaled.data(), rows, n), view(z.data(), rows, n), {}, options);
+        norm::rms_norm_forward(view(x.data(), rows, n), {}, view(y.data(), rows, n), {}, options);
+        norm::rms_norm_forward(view(scaled.data(), rows, n), {}, view(z.data(), rows, n), {}, options);
         CHECK(relative_error(z, y) < 1e-12);
     }
     SECTION("an all-zero row gives y = 0 and dx = r * g, finite") {
         std::vector<float> zeros(2 * 17, 0.0f), y(2 * 17), rstd(2), dy(2 * 17, 0.5f), dx(2 * 17), dweight(17);
-        norm::rms_norm_forward(view(zeros.data(), 2, 17), view(y.data(), 2, 17), {}, {}, rstd);
+        norm::rms_norm_forward(view(zeros.data(), 2, 17), {}, view(y.data(), 2, 17), rstd);
         for (float value : y) CHECK(value == 0.0f);
         CHECK(rstd[0] == Approx(1.0 / std::sqrt(1e-6)).epsilon(1e-6));
-        norm::rms_norm_backward(view(dy.data(), 2, 17), view(zeros.data(), 2, 17), rstd, {}, view(dx.data(), 2, 17), dweight);
+        norm::rms_norm_backward(view(dy.data(), 2, 17), view(zeros.data(), 2, 17), {}, view(dx.data(), 2, 17), dweight, rstd);
         for (float value : dx) CHECK(value == Approx(0.5 * rstd[0]).epsilon(1e-6));
         for (float value : dweight) CHECK(value == 0.0f);
     }
@@ -100,8 +100,8 @@ TEST_CASE("rms_norm properties and degenerate rows", "[rms_norm]") {
         std::vector<double> zero_weight(n, 0.0), y(rows * n), z(rows * n);
         norm::rms_norm_options gemma;
         gemma.offset = true;
-        norm::rms_norm_forward(view(x.data(), rows, n), view(y.data(), rows, n), zero_weight, gemma);
-        norm::rms_norm_forward(view(x.data(), rows, n), view(z.data(), rows, n));
+        norm::rms_norm_forward(view(x.data(), rows, n), zero_weight, view(y.data(), rows, n), {}, gemma);
+        norm::rms_norm_forward(view(x.data(), rows, n), {}, view(z.data(), rows, n));
         CHECK(y == z);
     }
 }
@@ -118,8 +118,8 @@ TEMPLATE_TEST_CASE("rms_norm is bitwise identical for 1 and 2 threads", "[rms_no
             std::vector<float> rstd(rows), dweight(n);
             norm::rms_norm_options options;
             options.threads = threads;
-            norm::rms_norm_forward(x.view, y.view, weight, options, rstd);
-            norm::rms_norm_backward(dy.view, x.view, rstd, weight, dx.view, dweight, options);
+            norm::rms_norm_forward(x.view, weight, y.view, rstd, options);
+            norm::rms_norm_backward(dy.view, x.view, weight, dx.view, dweight, rstd, options);
             outputs.push_back(y.storage);
             outputs.push_back(dx.storage);
             statistics.push_back(rstd);
@@ -137,15 +137,15 @@ TEST_CASE("rms_norm rejects bad input, naming the argument", "[rms_norm][errors]
     const std::vector<float> weight(3, 1.0f);
     norm::rms_norm_options bad_eps;
     bad_eps.eps = 0;
-    require_error_naming([&] { norm::rms_norm_forward(view(x.data(), 3, 4), view(y.data(), 2, 4)); }, "output");
-    require_error_naming([&] { norm::rms_norm_forward(view(x.data(), 3, 4), view(y.data(), 3, 4), weight); }, "weight");
-    require_error_naming([&] { norm::rms_norm_forward(view(x.data(), 3, 4), view(y.data(), 3, 4), {}, bad_eps); }, "eps");
-    require_error_naming([&] { norm::rms_norm_forward(view(x.data(), 3, 4), view(y.data(), 3, 4), {}, {}, vector_view<float>(rstd.data(), 1)); },
+    require_error_naming([&] { norm::rms_norm_forward(view(x.data(), 3, 4), {}, view(y.data(), 2, 4)); }, "output");
+    require_error_naming([&] { norm::rms_norm_forward(view(x.data(), 3, 4), weight, view(y.data(), 3, 4)); }, "weight");
+    require_error_naming([&] { norm::rms_norm_forward(view(x.data(), 3, 4), {}, view(y.data(), 3, 4), {}, bad_eps); }, "eps");
+    require_error_naming([&] { norm::rms_norm_forward(view(x.data(), 3, 4), {}, view(y.data(), 3, 4), vector_view<float>(rstd.data(), 1)); },
                          "rstd");
-    require_error_naming([&] { norm::rms_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), {}, {}, view(y.data(), 3, 4)); }, "rstd");
+    require_error_naming([&] { norm::rms_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), {}, view(y.data(), 3, 4), {}, {}); }, "rstd");
     require_error_naming(
-        [&] { norm::rms_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), rstd, {}, view(y.data(), 3, 4), vector_view<float>(dw.data(), 2)); },
+        [&] { norm::rms_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), {}, view(y.data(), 3, 4), vector_view<float>(dw.data(), 2), rstd); },
         "weight_gradient");
-    require_error_naming([&] { norm::rms_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), rstd, {}, view(y.data(), 4, 3)); },
+    require_error_naming([&] { norm::rms_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), {}, view(y.data(), 4, 3), {}, rstd); },
                          "input_gradient");
 }

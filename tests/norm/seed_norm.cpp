@@ -45,14 +45,14 @@ void check_against_reference(index_type rows, index_type n, index_type heads, in
     const auto alpha = to_storage<T>(alpha_values), beta = to_storage<T>(beta_values), gamma = to_storage<T>(gamma_values);
     std::vector<S> rstd(rows), dalpha(n), dbeta(n), dgamma(n);
 
-    norm::seed_norm_forward(x.view, y.view, alpha, beta, gamma, options, rstd);
+    norm::seed_norm_forward(x.view, alpha, beta, gamma, y.view, rstd, options);
     std::vector<double> rstd_ref;
     const auto y_ref = reference::seed_norm_forward(x.values(), rows, n, alpha_values, beta_values, gamma_values, heads, eps, &rstd_ref);
     CHECK(relative_error(y.values(), y_ref) < tolerance<T>() * 4);
     CHECK(relative_error(to_double(rstd), rstd_ref) < std::max(tolerance<T>(), 2e-6));
     CHECK(y.padding_untouched());
 
-    norm::seed_norm_backward(dy.view, x.view, rstd, alpha, beta, gamma, dx.view, dalpha, dbeta, dgamma, options);
+    norm::seed_norm_backward(dy.view, x.view, alpha, beta, gamma, dx.view, dalpha, dbeta, dgamma, rstd, options);
     const auto ref = reference::seed_norm_backward(dy.values(), x.values(), rows, n, alpha_values, beta_values, gamma_values, heads, eps);
     // dx cancels (to 0 for n = 1): measure it against the size of its terms r·g⊙dy.
     const double terms = max_abs(rstd_ref) * max_abs(dy.values()) * (max_abs(alpha_values) + max_abs(gamma_values));
@@ -89,9 +89,8 @@ TEST_CASE("seed_norm gradients agree with central finite differences", "[seed_no
         const auto x = random_values(rows * n, 5), dy = random_values(rows * n, 6);
         const auto p = random_parameters(n, heads, 7);
         std::vector<double> y(rows * n), rstd(rows), dx(rows * n), dalpha(n), dbeta(n), dgamma(n);
-        norm::seed_norm_forward(view(x.data(), rows, n), view(y.data(), rows, n), p.alpha, p.beta, p.gamma, options, rstd);
-        norm::seed_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), rstd, p.alpha, p.beta, p.gamma, view(dx.data(), rows, n),
-                                 dalpha, dbeta, dgamma, options);
+        norm::seed_norm_forward(view(x.data(), rows, n), p.alpha, p.beta, p.gamma, view(y.data(), rows, n), rstd, options);
+        norm::seed_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), p.alpha, p.beta, p.gamma, view(dx.data(), rows, n), dalpha, dbeta, dgamma, rstd, options);
         const auto loss = [&](const std::vector<double>& xs, const std::vector<double>& a, const std::vector<double>& b,
                               const std::vector<double>& g) { return dot(reference::seed_norm_forward(xs, rows, n, a, b, g, heads, eps), dy); };
         CHECK(relative_error(dx, finite_difference(x, [&](const auto& v) { return loss(v, p.alpha, p.beta, p.gamma); })) < 1e-7);
@@ -116,12 +115,12 @@ TEMPLATE_TEST_CASE("seed_norm at its init (γ, β = 0, α = 1) is RMSNorm with w
     const auto alpha = to_storage<TestType>(std::vector<double>(n, 1.0)), beta = to_storage<TestType>(std::vector<double>(n, 0.0));
     test_matrix<TestType> y(rows, n), y_rms(rows, n), dx(rows, n), dx_rms(rows, n);
     std::vector<float> rstd(rows), rstd_rms(rows), dalpha(n), dbeta(n), dgamma(n), dweight(n);
-    norm::seed_norm_forward(x.view, y.view, alpha, beta, gamma, options, rstd);
-    norm::rms_norm_forward(x.view, y_rms.view, gamma, rms, rstd_rms);
+    norm::seed_norm_forward(x.view, alpha, beta, gamma, y.view, rstd, options);
+    norm::rms_norm_forward(x.view, gamma, y_rms.view, rstd_rms, rms);
     CHECK(std::memcmp(y.storage.data(), y_rms.storage.data(), y.storage.size() * sizeof(TestType)) == 0);
     CHECK(rstd == rstd_rms);
-    norm::seed_norm_backward(dy.view, x.view, rstd, alpha, beta, gamma, dx.view, dalpha, dbeta, dgamma, options);
-    norm::rms_norm_backward(dy.view, x.view, rstd_rms, gamma, dx_rms.view, dweight, rms);
+    norm::seed_norm_backward(dy.view, x.view, alpha, beta, gamma, dx.view, dalpha, dbeta, dgamma, rstd, options);
+    norm::rms_norm_backward(dy.view, x.view, gamma, dx_rms.view, dweight, rstd_rms, rms);
     CHECK(relative_error(dx.values(), dx_rms.values()) < (std::is_same_v<TestType, float> ? 1e-6 : tolerance<TestType>()));
     CHECK(relative_error(to_double(dgamma), to_double(dweight)) < 1e-6);
     for (float value : dalpha) CHECK(value == 0.0f);  // σ = 0 at β = 0
@@ -134,23 +133,21 @@ TEST_CASE("seed_norm degenerate rows and aliasing", "[seed_norm]") {
     const auto alpha = random_values(n, 71, 1.0, 0.2), beta = random_values(n, 72), gamma = random_values(n, 73, 1.0, 0.2);
     SECTION("an all-zero row gives y = 0 and dx = r·γ⊙dy") {
         std::vector<double> x(2 * n, 0.0), y(2 * n, 9.0), rstd(2), dy = random_values(2 * n, 74), dx(2 * n), da(n), db(n), dg(n);
-        norm::seed_norm_forward(view(x.data(), 2, n), view(y.data(), 2, n), alpha, beta, gamma, options, rstd);
+        norm::seed_norm_forward(view(x.data(), 2, n), alpha, beta, gamma, view(y.data(), 2, n), rstd, options);
         for (double value : y) CHECK(value == 0.0);
         CHECK(rstd[0] == Approx(1 / std::sqrt(options.eps)).epsilon(1e-14));
-        norm::seed_norm_backward(view(dy.data(), 2, n), view(x.data(), 2, n), rstd, alpha, beta, gamma, view(dx.data(), 2, n), da, db, dg,
-                                 options);
+        norm::seed_norm_backward(view(dy.data(), 2, n), view(x.data(), 2, n), alpha, beta, gamma, view(dx.data(), 2, n), da, db, dg, rstd, options);
         for (index_type k = 0; k < 2 * n; ++k) CHECK(dx[k] == Approx(rstd[0] * gamma[k % n] * dy[k]).epsilon(1e-14));
         for (index_type j = 0; j < n; ++j) CHECK((da[j] == 0.0 && db[j] == 0.0 && dg[j] == 0.0));
     }
     SECTION("output may alias the input, input_gradient the output_gradient") {
         const auto x = random_values(3 * n, 75);
         std::vector<double> y(3 * n), in_place = x, rstd(3), rstd_in_place(3), dy = random_values(3 * n, 76), dx(3 * n), dy_in_place = dy;
-        norm::seed_norm_forward(view(x.data(), 3, n), view(y.data(), 3, n), alpha, beta, gamma, options, rstd);
-        norm::seed_norm_forward(view(in_place.data(), 3, n), view(in_place.data(), 3, n), alpha, beta, gamma, options, rstd_in_place);
+        norm::seed_norm_forward(view(x.data(), 3, n), alpha, beta, gamma, view(y.data(), 3, n), rstd, options);
+        norm::seed_norm_forward(view(in_place.data(), 3, n), alpha, beta, gamma, view(in_place.data(), 3, n), rstd_in_place, options);
         CHECK(in_place == y);
-        norm::seed_norm_backward(view(dy.data(), 3, n), view(x.data(), 3, n), rstd, alpha, beta, gamma, view(dx.data(), 3, n), {}, {}, {}, options);
-        norm::seed_norm_backward(view(dy_in_place.data(), 3, n), view(x.data(), 3, n), rstd, alpha, beta, gamma, view(dy_in_place.data(), 3, n), {},
-                                 {}, {}, options);
+        norm::seed_norm_backward(view(dy.data(), 3, n), view(x.data(), 3, n), alpha, beta, gamma, view(dx.data(), 3, n), {}, {}, {}, rstd, options);
+        norm::seed_norm_backward(view(dy_in_place.data(), 3, n), view(x.data(), 3, n), alpha, beta, gamma, view(dy_in_place.data(), 3, n), {}, {}, {}, rstd, options);
         CHECK(dy_in_place == dx);
     }
 }
@@ -167,8 +164,8 @@ TEST_CASE("seed_norm bf16 parameter gradients over 65536 rows keep float accurac
     const auto alpha = to_storage<Eigen::bfloat16>(alpha_values), beta = to_storage<Eigen::bfloat16>(beta_values),
                gamma = to_storage<Eigen::bfloat16>(gamma_values);
     std::vector<float> rstd(rows), dalpha(n), dbeta(n), dgamma(n);
-    norm::seed_norm_forward(x.view, y.view, alpha, beta, gamma, options, rstd);
-    norm::seed_norm_backward(dy.view, x.view, rstd, alpha, beta, gamma, dx.view, dalpha, dbeta, dgamma, options);
+    norm::seed_norm_forward(x.view, alpha, beta, gamma, y.view, rstd, options);
+    norm::seed_norm_backward(dy.view, x.view, alpha, beta, gamma, dx.view, dalpha, dbeta, dgamma, rstd, options);
     const auto ref = reference::seed_norm_backward(dy.values(), x.values(), rows, n, alpha_values, beta_values, gamma_values, heads, options.eps);
     CHECK(relative_error(to_double(dgamma), ref.dgamma) < 1e-5);
     CHECK(relative_error(to_double(dalpha), ref.dalpha) < 1e-5);
@@ -189,8 +186,8 @@ TEMPLATE_TEST_CASE("seed_norm is bitwise identical for 1 and 2 threads", "[seed_
             options.threads = threads;
             test_matrix<TestType> y(rows, n), dx(rows, n);
             std::vector<float> rstd(rows), dalpha(n), dbeta(n), dgamma(n);
-            norm::seed_norm_forward(x.view, y.view, alpha, beta, gamma, options, rstd);
-            norm::seed_norm_backward(dy.view, x.view, rstd, alpha, beta, gamma, dx.view, dalpha, dbeta, dgamma, options);
+            norm::seed_norm_forward(x.view, alpha, beta, gamma, y.view, rstd, options);
+            norm::seed_norm_backward(dy.view, x.view, alpha, beta, gamma, dx.view, dalpha, dbeta, dgamma, rstd, options);
             outputs.push_back(y.storage);
             outputs.push_back(dx.storage);
             gradients.insert(gradients.end(), {rstd, dalpha, dbeta, dgamma});
@@ -207,10 +204,10 @@ TEST_CASE("seed_norm accepts Eigen tensors", "[seed_norm][view]") {
     Eigen::VectorXf alpha = Eigen::VectorXf::Ones(16), beta = Eigen::VectorXf::Random(16), gamma = Eigen::VectorXf::Random(16), rstd(6);
     norm::seed_norm_options options;
     options.heads = 4;
-    norm::seed_norm_forward(x, y, alpha, beta, gamma, options, rstd);
+    norm::seed_norm_forward(x, alpha, beta, gamma, y, rstd, options);
     Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> as_matrix(6, 16), out(6, 16);
     std::copy(x.data(), x.data() + x.size(), as_matrix.data());
-    norm::seed_norm_forward(as_matrix, out, alpha, beta, gamma, options);
+    norm::seed_norm_forward(as_matrix, alpha, beta, gamma, out, {}, options);
     CHECK(std::equal(out.data(), out.data() + out.size(), y.data()));
 }
 
@@ -223,15 +220,15 @@ TEST_CASE("seed_norm rejects bad input, naming the argument", "[seed_norm][error
     three_heads.heads = 3;
     norm::seed_norm_options no_eps;
     no_eps.eps = 0;
-    require_error_naming([&] { norm::seed_norm_forward(in, out, short_p, p, p); }, "alpha");
-    require_error_naming([&] { norm::seed_norm_forward(in, out, p, short_p, p); }, "beta");
-    require_error_naming([&] { norm::seed_norm_forward(in, out, p, p, {}); }, "gamma");
-    require_error_naming([&] { norm::seed_norm_forward(in, out, p, p, p, three_heads); }, "heads");
-    require_error_naming([&] { norm::seed_norm_forward(in, out, p, p, p, no_eps); }, "eps");
-    require_error_naming([&] { norm::seed_norm_forward(in, view(y.data(), 4, 6), p, p, p); }, "output");
-    require_error_naming([&] { norm::seed_norm_forward(in, out, p, p, p, {}, vector_view<float>(rstd.data(), 2)); }, "rstd");
-    require_error_naming([&] { norm::seed_norm_backward(in, in, {}, p, p, p, out); }, "rstd");
-    require_error_naming([&] { norm::seed_norm_backward(in, in, rstd, p, p, p, out, g, {}, g); }, "beta_gradient");
-    require_error_naming([&] { norm::seed_norm_backward(in, in, rstd, p, p, p, out, g, short_g, g); }, "beta_gradient");
-    require_error_naming([&] { norm::seed_norm_backward(view(x.data(), 2, 8), in, rstd, p, p, p, out); }, "output_gradient");
+    require_error_naming([&] { norm::seed_norm_forward(in, short_p, p, p, out); }, "alpha");
+    require_error_naming([&] { norm::seed_norm_forward(in, p, short_p, p, out); }, "beta");
+    require_error_naming([&] { norm::seed_norm_forward(in, p, p, {}, out); }, "gamma");
+    require_error_naming([&] { norm::seed_norm_forward(in, p, p, p, out, {}, three_heads); }, "heads");
+    require_error_naming([&] { norm::seed_norm_forward(in, p, p, p, out, {}, no_eps); }, "eps");
+    require_error_naming([&] { norm::seed_norm_forward(in, p, p, p, view(y.data(), 4, 6)); }, "output");
+    require_error_naming([&] { norm::seed_norm_forward(in, p, p, p, out, vector_view<float>(rstd.data(), 2)); }, "rstd");
+    require_error_naming([&] { norm::seed_norm_backward(in, in, p, p, p, out, {}, {}, {}, {}); }, "rstd");
+    require_error_naming([&] { norm::seed_norm_backward(in, in, p, p, p, out, g, {}, g, rstd); }, "beta_gradient");
+    require_error_naming([&] { norm::seed_norm_backward(in, in, p, p, p, out, g, short_g, g, rstd); }, "beta_gradient");
+    require_error_naming([&] { norm::seed_norm_backward(view(x.data(), 2, 8), in, p, p, p, out, {}, {}, {}, rstd); }, "output_gradient");
 }

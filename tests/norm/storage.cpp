@@ -107,8 +107,8 @@ TEMPLATE_TEST_CASE("16-bit parameter gradients over 65536 rows agree with the do
     std::vector<float> mean(rows), rstd(rows), dweight(n), dbias(n);
 
     SECTION("LayerNorm dγ and dβ") {
-        norm::layer_norm_forward(view(x.data(), rows, n), view(dx.data(), rows, n), weight, {}, {}, mean, rstd);
-        norm::layer_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), mean, rstd, weight, view(dx.data(), rows, n), dweight, dbias);
+        norm::layer_norm_forward(view(x.data(), rows, n), weight, {}, view(dx.data(), rows, n), mean, rstd);
+        norm::layer_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), weight, view(dx.data(), rows, n), dweight, dbias, mean, rstd);
         std::vector<double> dx_ref, dweight_ref, dbias_ref;
         reference::layer_norm_backward(dy_values, x_values, {rows, n}, weight_values, 1e-5, dx_ref, dweight_ref, dbias_ref);
         CHECK(relative_error(to_double(dweight), dweight_ref) < 1e-5);
@@ -119,8 +119,8 @@ TEMPLATE_TEST_CASE("16-bit parameter gradients over 65536 rows agree with the do
         for (auto casting : {norm::rms_norm_casting::llama, norm::rms_norm_casting::gemma}) {
             norm::rms_norm_options options;
             options.casting = casting;
-            norm::rms_norm_forward(view(x.data(), rows, n), view(dx.data(), rows, n), weight, options, rstd);
-            norm::rms_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), rstd, weight, view(dx.data(), rows, n), dweight, options);
+            norm::rms_norm_forward(view(x.data(), rows, n), weight, view(dx.data(), rows, n), rstd, options);
+            norm::rms_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), weight, view(dx.data(), rows, n), dweight, rstd, options);
             std::vector<double> dx_ref, dweight_ref;
             reference::rms_norm_backward(dy_values, x_values, {rows, n}, weight_values, false, options.eps, dx_ref, dweight_ref);
             CHECK(relative_error(to_double(dweight), dweight_ref) < 1e-5);
@@ -129,8 +129,8 @@ TEMPLATE_TEST_CASE("16-bit parameter gradients over 65536 rows agree with the do
     }
     SECTION("fused add + RMSNorm dw") {
         std::vector<T> stream(rows * n, from_bits<T>(0)), gradient(rows * n, from_bits<T>(0));
-        norm::fused_add_rms_norm_forward(view(x.data(), rows, n), view(stream.data(), rows, n), view(dx.data(), rows, n), weight, {}, rstd);
-        norm::fused_add_rms_norm_backward(view(dy.data(), rows, n), view(gradient.data(), rows, n), view(stream.data(), rows, n), rstd, weight, dweight);
+        norm::fused_add_rms_norm_forward(view(x.data(), rows, n), weight, view(stream.data(), rows, n), view(dx.data(), rows, n), rstd);
+        norm::fused_add_rms_norm_backward(view(dy.data(), rows, n), view(stream.data(), rows, n), weight, view(gradient.data(), rows, n), dweight, rstd);
         std::vector<double> dx_ref, dweight_ref;
         reference::rms_norm_backward(dy_values, x_values, {rows, n}, weight_values, false, 1e-6, dx_ref, dweight_ref);
         CHECK(relative_error(to_double(dweight), dweight_ref) < 1e-5);
@@ -156,7 +156,7 @@ TEMPLATE_TEST_CASE("RMSNorm casting policies match their definitions bit for bit
                 norm::rms_norm_options options;
                 options.offset = offset;
                 options.casting = casting;
-                norm::rms_norm_forward(view(x.data(), rows, n), view(y.data(), rows, n), weight, options, rstd);
+                norm::rms_norm_forward(view(x.data(), rows, n), weight, view(y.data(), rows, n), rstd, options);
                 long mismatches = 0;
                 for (index_type i = 0; i < rows; ++i)
                     for (index_type j = 0; j < n; ++j) {

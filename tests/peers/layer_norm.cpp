@@ -40,9 +40,10 @@ TEST_CASE("layer_norm forward and backward agree with libtorch", "[peers][torch]
         auto x = to_floats(random_values(rows * n, 1, 2.0, 3.0)), dy = to_floats(random_values(rows * n, 2));
         auto weight = to_floats(random_values(n, 3, 1.0, 0.5)), bias = to_floats(random_values(n, 4));
         std::vector<float> y(rows * n), mean(rows), rstd(rows), dx(rows * n), dweight(n), dbias(n);
-        norm::layer_norm_forward(view(x.data(), rows, n), view(y.data(), rows, n), weight, bias, {1e-5}, mean, rstd);
-        norm::layer_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), mean, rstd, weight, view(dx.data(), rows, n), dweight,
-                                  dbias, {1e-5});
+        norm::layer_norm_options layer_norm_eps;
+        layer_norm_eps.eps = 1e-5;
+        norm::layer_norm_forward(view(x.data(), rows, n), weight, bias, view(y.data(), rows, n), mean, rstd, layer_norm_eps);
+        norm::layer_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), weight, view(dx.data(), rows, n), dweight, dbias, mean, rstd, layer_norm_eps);
 
         const auto tx = wrap(x, {rows, n}), tdy = wrap(dy, {rows, n}), tw = wrap(weight, {n}), tb = wrap(bias, {n});
         const auto [ty, tmean, trstd] = at::native_layer_norm(tx, {n}, tw, tb, 1e-5);
@@ -79,9 +80,8 @@ TEST_CASE("rms_norm forward and backward agree with an autograd composition in l
             std::vector<float> y(rows * n), rstd(rows), dx(rows * n), dweight(n);
             norm::rms_norm_options options;
             options.offset = offset;
-            norm::rms_norm_forward(view(x.data(), rows, n), view(y.data(), rows, n), weight, options, rstd);
-            norm::rms_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), rstd, weight, view(dx.data(), rows, n), dweight,
-                                    options);
+            norm::rms_norm_forward(view(x.data(), rows, n), weight, view(y.data(), rows, n), rstd, options);
+            norm::rms_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), weight, view(dx.data(), rows, n), dweight, rstd, options);
 
             const auto tx = wrap(x, {rows, n}).clone().requires_grad_(true);
             const auto tw = wrap(weight, {n}).clone().requires_grad_(true);

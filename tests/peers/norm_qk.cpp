@@ -7,6 +7,7 @@
 // glog (through torch) defines CHECK as an aborting assertion; Catch's is wanted.
 #undef CHECK
 
+#include "reference/norm_qk.hpp"
 #include "support.hpp"
 
 #include <normkit/norm/fused_add_rms_norm.hpp>
@@ -61,13 +62,13 @@ TEST_CASE("qk_l2_norm (Henry et al.) agrees with F.normalize, a learnable g and 
 
         std::vector<double> q_out(q.size()), k_out(k.size()), dq_out(q.size()), dk_out(k.size()), dq(q.size()), dk(k.size()), all_scores;
         const auto rows = tokens * heads;
-        norm::qk_l2_norm_forward(view(q.data(), rows, d), view(k.data(), rows, d), view(q_out.data(), rows, d), view(k_out.data(), rows, d), gain);
+        norm::qk_l2_norm_forward(view(q.data(), rows, d), view(k.data(), rows, d), gain, view(q_out.data(), rows, d), view(k_out.data(), rows, d));
         for (index_type h = 0; h < heads; ++h) {
             const auto head = [&](std::vector<double>& x) { return view(x.data() + h * d, tokens, d, heads * d); };
             std::vector<double> s(tokens * tokens);
-            norm::qk_norm_scores(head(q_out), head(k_out), view(s.data(), tokens, tokens));
+            reference::qk_norm_scores(head(q_out), head(k_out), view(s.data(), tokens, tokens));
             all_scores.insert(all_scores.end(), s.begin(), s.end());
-            norm::qk_norm_scores_backward(view(weights.data() + h * tokens * tokens, tokens, tokens), head(q_out), head(k_out), head(dq_out), head(dk_out));
+            reference::qk_norm_scores_backward(view(weights.data() + h * tokens * tokens, tokens, tokens), head(q_out), head(k_out), head(dq_out), head(dk_out));
         }
         const double dg = norm::qk_l2_norm_backward(view(dq_out.data(), rows, d), view(dk_out.data(), rows, d), view(q.data(), rows, d),
                                                     view(k.data(), rows, d), gain, view(dq.data(), rows, d), view(dk.data(), rows, d));
@@ -85,7 +86,7 @@ TEST_CASE("qk_rms_norm (Qwen3, Gemma3) and full-width (OLMo2) agree with the RMS
         for (int form = 0; form < 3; ++form) {
             INFO("d " << d << " form " << form);
             const bool full_width = form == 2;
-            const auto options = form == 0 ? norm::qk_rms_norm_options::qwen3() : (form == 1 ? norm::qk_rms_norm_options::gemma3() : norm::qk_rms_norm_options::olmo2());
+            const auto options = form == 0 ? norm::presets::qwen3() : (form == 1 ? norm::presets::gemma3() : norm::presets::olmo2());
             auto q = random_values(tokens * heads * d, 10 + form, 0.3, 2.0), k = random_values(tokens * key_heads * d, 20 + form);
             auto dq_out = random_values(q.size(), 30 + form), dk_out = random_values(k.size(), 40 + form);
             const index_type q_width = full_width ? heads * d : d, k_width = full_width ? key_heads * d : d;
@@ -105,11 +106,11 @@ TEST_CASE("qk_rms_norm (Qwen3, Gemma3) and full-width (OLMo2) agree with the RMS
             const auto dq_view = view(dq_out.data(), tokens * heads, d), dk_view = view(dk_out.data(), tokens * key_heads, d);
             std::vector<double> q_rstd(full_width ? tokens : tokens * heads), k_rstd(full_width ? tokens : tokens * key_heads), dqw(q_width), dkw(k_width);
             if (full_width) {
-                norm::qk_full_width_rms_norm_forward(q_t, k_t, q_out, k_out, qw, kw, options, q_rstd, k_rstd);
-                norm::qk_full_width_rms_norm_backward(dq_view, dk_view, q_t, k_t, q_rstd, k_rstd, qw, kw, dq, dk, dqw, dkw, options);
+                norm::qk_full_width_rms_norm_forward(q_t, k_t, qw, kw, q_out, k_out, q_rstd, k_rstd, options);
+                norm::qk_full_width_rms_norm_backward(dq_view, dk_view, q_t, k_t, qw, kw, dq, dk, dqw, dkw, q_rstd, k_rstd, options);
             } else {
-                norm::qk_rms_norm_forward(q_t, k_t, q_out, k_out, qw, kw, options, q_rstd, k_rstd);
-                norm::qk_rms_norm_backward(dq_view, dk_view, q_t, k_t, q_rstd, k_rstd, qw, kw, dq, dk, dqw, dkw, options);
+                norm::qk_rms_norm_forward(q_t, k_t, qw, kw, q_out, k_out, q_rstd, k_rstd, options);
+                norm::qk_rms_norm_backward(dq_view, dk_view, q_t, k_t, qw, kw, dq, dk, dqw, dkw, q_rstd, k_rstd, options);
             }
             CHECK(relative_error(std::vector<double>(q_out.data(), q_out.data() + q_out.size()), values_of(yq)) < 1e-13);
             CHECK(relative_error(std::vector<double>(k_out.data(), k_out.data() + k_out.size()), values_of(yk)) < 1e-13);
@@ -126,7 +127,7 @@ TEST_CASE("qk_rms_norm in bf16 agrees with HF Qwen3's bf16 composition", "[peers
     const index_type rows = 64, d = 128;
     const auto x = to_storage<Eigen::bfloat16>(random_values(rows * d, 71, 0.0, 2.0)), w = to_storage<Eigen::bfloat16>(random_values(d, 72, 1.0, 0.3));
     std::vector<Eigen::bfloat16> y(rows * d), y_k(rows * d);
-    norm::qk_rms_norm_forward(view(x.data(), rows, d), view(x.data(), rows, d), view(y.data(), rows, d), view(y_k.data(), rows, d), w, w);
+    norm::qk_rms_norm_forward(view(x.data(), rows, d), view(x.data(), rows, d), w, w, view(y.data(), rows, d), view(y_k.data(), rows, d), {}, {}, norm::presets::qwen3());
     const auto tx = torch::from_blob(const_cast<Eigen::bfloat16*>(x.data()), {rows, d}, torch::kBFloat16);
     const auto tw = torch::from_blob(const_cast<Eigen::bfloat16*>(w.data()), {d}, torch::kBFloat16);
     const auto xf = tx.to(torch::kFloat32);
@@ -151,7 +152,7 @@ TEST_CASE("l2_norm (ScaleNorm) agrees with g * F.normalize and autograd, dg incl
         const auto ty = tg * torch::nn::functional::normalize(tx, torch::nn::functional::NormalizeFuncOptions().p(2).dim(-1));
         (ty * wrap(dy, {rows, n})).sum().backward();
         std::vector<double> y(x.size()), dx(x.size());
-        norm::l2_norm_forward(view(x.data(), rows, n), view(y.data(), rows, n), gain);
+        norm::l2_norm_forward(view(x.data(), rows, n), gain, view(y.data(), rows, n));
         const double dg = norm::l2_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), gain, view(dx.data(), rows, n));
         CHECK(relative_error(y, values_of(ty)) < 1e-13);
         CHECK(relative_error(dx, values_of(tx.grad()), gain * max_abs(dy) / smallest_norm(x, n)) < 1e-12);
@@ -170,8 +171,8 @@ TEST_CASE("fused_add_rms_norm agrees with add, RMSNorm and autograd, the residua
         const auto ty = rms(th, tw, 1e-6, {-1});
         ((ty * wrap(dy, {rows, n})).sum() + (th * wrap(d, {rows, n})).sum()).backward();
         std::vector<double> stream = s, y(x.size()), rstd(rows), dh = d, dw(n);
-        norm::fused_add_rms_norm_forward(view(x.data(), rows, n), view(stream.data(), rows, n), view(y.data(), rows, n), w, {}, rstd);
-        norm::fused_add_rms_norm_backward(view(dy.data(), rows, n), view(dh.data(), rows, n), view(stream.data(), rows, n), rstd, w, dw);
+        norm::fused_add_rms_norm_forward(view(x.data(), rows, n), w, view(stream.data(), rows, n), view(y.data(), rows, n), rstd);
+        norm::fused_add_rms_norm_backward(view(dy.data(), rows, n), view(stream.data(), rows, n), w, view(dh.data(), rows, n), dw, rstd);
         CHECK(relative_error(stream, values_of(th)) < 1e-15);
         CHECK(relative_error(y, values_of(ty)) < 1e-13);
         CHECK(relative_error(dh, values_of(tx.grad())) < 1e-12);

@@ -23,4 +23,13 @@ decltype(auto) with_flags(F&& f, bool a, bool b, bool c) {
                       a, b);
 }
 
+template <class F>
+decltype(auto) with_flags(F&& f, bool a, bool b, bool c, bool d) {
+    return with_flags(
+        [&](auto first, auto second, auto third) {
+            return d ? f(first, second, third, std::true_type{}) : f(first, second, third, std::false_type{});
+        },
+        a, b, c);
+}
+
 }  // namespace normkit::core

@@ -59,13 +59,17 @@ inline index_type reduction_chunks(index_type rows) {
     return (rows + chunk_rows - 1) / chunk_rows;
 }
 
-// A reusable per-calling-thread buffer, so repeated calls do not allocate.
-template <class A>
+// A reusable per-calling-thread buffer, so repeated calls do not allocate. Each
+// user names its own Tag, so two users never share (and overwrite) one buffer.
+template <class A, class Tag>
 A* workspace(std::size_t size) {
     thread_local std::vector<A> buffer;
     if (buffer.size() < size) buffer.resize(size);
     return buffer.data();
 }
+
+// The tag of reduce_rows' partials in workspace.
+struct reduction_partials_tag;
 
 // totals[j] = Σ_rows f(row)[j] for j < width, in a thread-count-independent
 // order. body(begin, end, partial) adds rows [begin, end) into `partial` (width
@@ -75,7 +79,7 @@ A* workspace(std::size_t size) {
 template <class A, class Body>
 const A* reduce_rows(index_type rows, index_type width, int threads, Body&& body) {
     const index_type chunks = std::max<index_type>(reduction_chunks(rows), 1);
-    A* partials = workspace<A>(static_cast<std::size_t>(chunks * width));
+    A* partials = workspace<A, reduction_partials_tag>(static_cast<std::size_t>(chunks * width));
     std::fill(partials, partials + chunks * width, A(0));
     parallel_for(chunks, threads, [&](index_type first_chunk, index_type last_chunk) {
         for (index_type chunk = first_chunk; chunk < last_chunk; ++chunk) {

@@ -1,4 +1,4 @@
-// Row reductions shared by every kernel: sum, sum of squares, dot, and the
+// Row reductions shared by every kernel: sum of squares, dot, and the
 // centered moments.
 //
 // Moments are never formed as E[x²] − E[x]² (PyTorch #51102, ORT #28463, burn
@@ -22,12 +22,6 @@
 #include <cmath>
 
 namespace normkit::core {
-
-template <class T>
-inline compute_t<T> row_sum(const T* x, index_type n) {
-    using C = compute_t<T>;
-    return sum_batches<1, C>(n, [&](index_type i, index_type count) { return std::array<batch<C>, 1>{load(x + i, count)}; })[0];
-}
 
 // Σx², each square added with one fma (accumulate_batches): kernels that sum the squares of a
 // row they hold in registers (fused add + RMSNorm) do the same, and get the same bits.

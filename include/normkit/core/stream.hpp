@@ -33,10 +33,8 @@ inline constexpr std::size_t default_stream_above_bytes = normkit::default_strea
 // float and double stream a whole vector per store. bf16 and fp16 stream two
 // batches narrowed into one vector (a whole 64-byte line with AVX-512, 32
 // bytes with AVX): a half-line store leaves the line to be completed in the
-// write-combining buffer. bf16 RMSNorm on 65536 × 4096, rows in pairs: 69–77
-// ms with half-line stores, 59–66 ms with whole lines (medians of 3, runs
-// minutes apart). 16-bit rows stream where the float batch is at least 256
-// bits wide.
+// write-combining buffer, which measured slower than whole-line stores. 16-bit
+// rows stream where the float batch is at least 256 bits wide.
 template <class T>
 inline constexpr bool can_stream_v =
 #if defined(__SSE2__)
@@ -148,11 +146,9 @@ template <class T, class Value>
 // line it shares with whatever follows it (the next row, in a contiguous matrix). A store to a line
 // not in the cache waits for the line to be read, and the stores behind it wait too, the streaming
 // ones included, once in every row. Asking for that line for writing as the row begins has it in
-// the cache by the time the row ends. bf16 LayerNorm beyond the LLC (65536 × 4096) with its output
-// 16 bytes past a line, as std::vector's large buffers are: 77–80 ms without, 66–70 ms with
-// (medians of 9, the two builds alternated); 55–60 ms with the output on a line. A row that ends
-// on the boundary asks for nothing: its last line is streamed whole, and reading it first would
-// only add traffic.
+// the cache by the time the row ends (it matters for std::vector's large buffers, which start 16
+// bytes past a line). A row that ends on the boundary asks for nothing: its last line is streamed
+// whole, and reading it first would only add traffic.
 template <class T>
 [[gnu::always_inline]] inline void prefetch_unstreamed_end(const T* row, index_type n) {
     if (n > 0 && reinterpret_cast<std::uintptr_t>(row + n) % stream_alignment<T> != 0) {
@@ -176,10 +172,8 @@ inline index_type stream_head(const T* row, index_type n) {
 // placed so that its batches at the output's streaming blocks are aligned loads: write_row asks for
 // the batches at head, head + lanes, … (head = detail::stream_head of the row), so element head
 // sits on a batch boundary (rows that start elsewhere on their line than the first row read it
-// unaligned). bf16 LayerNorm beyond the LLC (65536 × 4096), γ and β so placed against where a
-// std::vector<float> put them, six runs of each build alternated: the bf16 call was faster in six
-// of six, and the median of fp32 time ÷ bf16 time in the same process 2.18 against 2.08 with rows
-// on a cache line, 1.58 against 1.53 with rows 16 bytes past one.
+// unaligned). Aligned so, 16-bit LayerNorm beyond the cache is measurably faster than with γ and β
+// wherever a std::vector<float> puts them.
 template <class C>
 class streamed_parameter {
 public:
@@ -206,7 +200,7 @@ private:
 // first aligned block and after the last start where those end. This and
 // write_two_rows are flattened: GCC otherwise left DyT's value (tanh and the
 // affine) as a call per batch, with its constants broadcast again in each,
-// and DyT forward on 4096 × 4096 fp32 took 21–26 ms instead of 9–13.
+// at about twice the time.
 template <class T, class Value>
 [[gnu::flatten]] inline void write_row(T* row, index_type n, bool streaming, Value&& value) {
     if constexpr (can_stream_v<T>) {
@@ -227,9 +221,8 @@ template <class T, class Value>
 // write_row for two rows of n elements at once, their batches taken in turn:
 // value(k, i, count) gives row k's batch at i (k = 0: first, 1: second). One
 // thread's reads and writes then form two streams, and the cache keeps about
-// twice the misses in flight for two streams as for one (DyT forward, 4096 ×
-// 4096 fp32, with the inputs prefetched: from 0.95× its one-row bare tanh loop
-// to 1.4×). Rows whose addresses differ modulo the streaming alignment are
+// twice the misses in flight for two streams as for one, which a sweep beyond
+// the cache needs. Rows whose addresses differ modulo the streaming alignment are
 // written one after the other, and a row passed twice (for_row_pairs' row left
 // over) once, with value(0, ...). Every element gets the same value either way.
 template <class T, class Value>
@@ -327,7 +320,7 @@ inline void for_row_pairs(index_type begin, index_type end, Body&& body) {
 // Streams the output rows [begin, end) two at a time (for_row_pairs, write_two_rows), with each
 // pair's K row sums taken while the pair before it is written: the next pair's reads then share
 // memory's time with this pair's stores, where a sweep of their own left memory idle between the
-// pairs (about 30 % of bf16 RMSNorm's time beyond the LLC, by perf). A pair is written in pieces
+// pairs. A pair is written in pieces
 // of 16 batches, the first longer by the output's alignment head so that every later piece starts
 // on a streaming block; before each piece the next pair's sums are taken up to the piece's end by
 // a batch_accumulator, to the bits of one accumulate_batches call.
@@ -337,15 +330,13 @@ inline void for_row_pairs(index_type begin, index_type end, Body&& body) {
 // and every column's parameters (LayerNorm's widened γ and β): at 4096 bf16 columns 64 KiB, more
 // than a 48 KiB L1. Written in the order they were summed, every line is the same distance back
 // and all miss together; with the direction alternating, the distances spread from nothing to two
-// pairs, and the near ones hit. On 2 MiB pages (65536 × 4096, builds alternated, bf16 time ÷
-// memcpy of its bytes, mean of 4–5 runs): bf16 LayerNorm 1.17 against 1.23, bf16 RMSNorm 1.06
-// against 1.13; fp32's no different (1.07 against 1.08). The bits are the same either way.
+// pairs, and the near ones hit (it helps the 16-bit rows; fp32's is no different). The bits are
+// the same either way.
 //   step_of(row, other)         the batch_accumulator<K, C> step over the inputs of the two rows
 //   value_of(row, other, sums)  write_two_rows' value for the pair, given its K sums
 // The range's first pair is summed on its own, and its last (its own next) sums nothing ahead.
 // Flattened: with write_two_rows left as a call, GCC kept the value's row pointers and batches in
-// the caller's frame and loaded them again after every streaming store (bf16 LayerNorm beyond the
-// LLC: 59–61 ms flattened, 62–65 ms not, medians of 3, alternated).
+// the caller's frame and loaded them again after every streaming store.
 template <std::size_t K, class C, class T, class StepOf, class ValueOf>
 [[gnu::flatten]] inline void stream_row_pairs(matrix_view<T> y, index_type begin, index_type end, StepOf&& step_of, ValueOf&& value_of) {
     const index_type n = y.cols;

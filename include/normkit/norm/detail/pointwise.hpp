@@ -1,18 +1,21 @@
 // What the point-wise normalization replacements (DyT, Derf) share: the
 // forward y = γ⊙f(x) + β with optional per-column γ and β, and the argument
-// checks of it and of their backward with optional parameter gradients.
+// checks of it and of their backward with an optional dx and optional
+// parameter gradients.
 #pragma once
 
-#include "../core/dispatch.hpp"
-#include "../core/parallel.hpp"
-#include "../core/stream.hpp"
-#include "../core/view.hpp"
+#include "../../core/dispatch.hpp"
+#include "../../core/execution.hpp"
+#include "../../core/parallel.hpp"
+#include "../../core/row_norm.hpp"
+#include "../../core/stream.hpp"
+#include "../../core/view.hpp"
 
 namespace normkit::norm::detail {
 
 template <class T>
-void require_pointwise_forward(const matrix_view<const T>& x, const matrix_view<T>& y, const vector_view<const T>& weight,
-                               const vector_view<const T>& bias) {
+void require_pointwise_forward(const matrix_view<const T>& x, const vector_view<const T>& weight, const vector_view<const T>& bias,
+                               const matrix_view<T>& y) {
     core::require_data("input", x);
     core::require_data("output", y);
     core::require_same_shape("output", y, "input", x);
@@ -22,13 +25,12 @@ void require_pointwise_forward(const matrix_view<const T>& x, const matrix_view<
 
 template <class T>
 void require_pointwise_backward(const matrix_view<const T>& dy, const matrix_view<const T>& x, const vector_view<const T>& weight,
-                                const matrix_view<T>& dx, const vector_view<core::statistic_t<T>>& weight_gradient,
-                                const vector_view<core::statistic_t<T>>& bias_gradient) {
+                                const matrix_view<T>& dx, const vector_view<statistic_t<T>>& weight_gradient,
+                                const vector_view<statistic_t<T>>& bias_gradient) {
     core::require_data("output_gradient", dy);
     core::require_data("input", x);
-    core::require_data("input_gradient", dx);
     core::require_same_shape("output_gradient", dy, "input", x);
-    core::require_same_shape("input_gradient", dx, "input", x);
+    if (!dx.empty()) core::require_same_shape("input_gradient", dx, "input", x);
     core::require_parameter("weight", weight, x.cols);
     core::require_parameter("weight_gradient", weight_gradient, x.cols);
     core::require_parameter("bias_gradient", bias_gradient, x.cols);
@@ -38,13 +40,13 @@ void require_pointwise_backward(const matrix_view<const T>& dy, const matrix_vie
 // absent are compiled out rather than multiplied by 1 and added as 0. An
 // output beyond stream_above_bytes is written around the cache.
 template <class T, class Function>
-void pointwise_forward(matrix_view<const T> x, matrix_view<T> y, vector_view<const T> weight, vector_view<const T> bias, int threads,
-                       std::size_t stream_above_bytes, Function function) {
-    require_pointwise_forward(x, y, weight, bias);
-    const bool streaming = static_cast<std::size_t>(x.rows * x.cols) * sizeof(T) > stream_above_bytes;
+void pointwise_forward(matrix_view<const T> x, vector_view<const T> weight, vector_view<const T> bias, matrix_view<T> y,
+                       const streaming_options& options, Function function) {
+    require_pointwise_forward(x, weight, bias, y);
+    const bool streaming = core::streams_output<T>(x.rows, x.cols, options.stream_above_bytes);
     core::with_flags(
         [&](auto has_weight, auto has_bias) {
-            core::parallel_for(x.rows, threads, [&](index_type begin, index_type end) {
+            core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
                 // One explicit fma for γ·f + β: left to the compiler, the contraction can
                 // differ between the copies of this body (streaming or not, one row or two),
                 // and with it the last bit.

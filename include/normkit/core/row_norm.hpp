@@ -1,0 +1,86 @@
+// The skeleton of a row normalization's forward: what every row kernel
+// (RMSNorm, LayerNorm, and the ones to come) shares, so that a new one is
+//   its statistics step   the K sums a row's statistics take, as a step of a
+//                         batch_accumulator over one row or over two at once;
+//   its per-row affine    what it keeps of a row once its sums are known (and
+//                         the statistics it saves for the backward);
+//   its element formula   the output batch at element i from the input and the affine;
+// and nothing else: the argument checks of ε, the choice of streaming, the
+// one-row loop in the cache and the paired loop beyond it (core::stream_row_pairs)
+// are here, once.
+//
+// A method is an object with (C = compute_t<T>):
+//   static constexpr std::size_t pair_sums;                K, the sums of two rows
+//   affine row(index_type row, const T* in) const;         one row's statistics and affine (in the cache)
+//   auto pair_step(const T* first, const T* second) const; the batch_accumulator<K, C> step of two rows
+//   std::array<affine, 2> pair(index_type row, index_type other, const T* first, const T* second,
+//                              const std::array<C, K>& sums) const;   both rows' affines from the sums
+//   batch<C> operator()(const T* in, const affine& a, index_type i, index_type count) const;
+// row() and pair() save the row's statistics (through pointers the method holds) as they go.
+// It is copied into the loops (by value: what a reference reaches could be stored to by the
+// streaming stores between two calls, and would be loaded again for each batch), so it holds
+// pointers and scalars only. Every row gets the bits the one-row loop gives it, paired or not, as
+// long as row() and pair() compute the same sums in the same order (core/reduce.hpp's one- and
+// two-row sweeps do).
+#pragma once
+
+#include "error.hpp"
+#include "parallel.hpp"
+#include "stream.hpp"
+#include "view.hpp"
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+
+namespace normkit::core {
+
+// A value that must be positive and finite (ε of every row normalization, a temperature).
+inline void require_positive_finite(const char* name, double value) {
+    require(value > 0 && std::isfinite(value), name, " must be positive and finite, got ", value);
+}
+
+// The one check of a row normalization's ε.
+inline void require_eps(double eps) {
+    require_positive_finite("eps", eps);
+}
+
+// A learned scalar (DyT's α, a gain) must be finite.
+inline void require_finite(const char* name, double value) {
+    require(std::isfinite(value), name, " must be finite, got ", value);
+}
+
+// Whether an output of rows × cols elements of T is written around the cache (core/stream.hpp).
+template <class T>
+inline bool streams_output(index_type rows, index_type cols, std::size_t stream_above_bytes) {
+    return static_cast<std::size_t>(rows * cols) * sizeof(T) > stream_above_bytes;
+}
+
+// y = method(x) over rows [begin, end): one row at a time in the cache, two at a time with
+// streaming stores beyond it (the next pair's sums taken while this pair is written).
+template <class T, class Method>
+void normalize_rows(matrix_view<const T> x, matrix_view<T> y, index_type begin, index_type end, bool streaming, const Method& formula) {
+    using C = compute_t<T>;
+    const index_type n = x.cols;
+    const Method method = formula;  // this thread's copy (see above)
+    if (!streaming) {
+        for (index_type row = begin; row < end; ++row) {
+            const T* in = x.row(row);
+            const auto affine = method.row(row, in);
+            write_row(y.row(row), n, false, [&](index_type i, index_type count) { return method(in, affine, i, count); });
+        }
+        return;
+    }
+    stream_row_pairs<Method::pair_sums, C>(
+        y, begin, end, [&](index_type row, index_type other) { return method.pair_step(x.row(row), x.row(other)); },
+        [&](index_type row, index_type other, const std::array<C, Method::pair_sums>& sums) {
+            const T* in = x.row(row);
+            const T* other_in = x.row(other);
+            const auto affines = method.pair(row, other, in, other_in, sums);
+            return [method, in, other_in, affines](int which, index_type i, index_type count) {
+                return which == 0 ? method(in, affines[0], i, count) : method(other_in, affines[1], i, count);
+            };
+        });
+}
+
+}  // namespace normkit::core

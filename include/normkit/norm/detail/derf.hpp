@@ -1,0 +1,86 @@
+// The implementation of norm/derf.hpp (included by it, after its options).
+#pragma once
+
+#include "pointwise.hpp"
+#include "../../core/dispatch.hpp"
+#include "../../core/math.hpp"
+#include "../../core/parallel.hpp"
+#include "../../core/reduce.hpp"
+#include "../../core/row_norm.hpp"
+#include "../../core/view.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace normkit::norm::detail {
+
+inline void require_derf_scalars(double alpha, double shift) {
+    core::require_finite("alpha", alpha);
+    core::require_finite("shift", shift);
+}
+
+template <class T>
+void derf_forward(matrix_view<const T> x, double alpha, double shift, vector_view<const T> weight, vector_view<const T> bias,
+                  matrix_view<T> y, const derf_options& options) {
+    require_derf_scalars(alpha, shift);
+    using C = core::compute_t<T>;
+    const core::batch<C> a(static_cast<C>(alpha)), s(static_cast<C>(shift));
+    pointwise_forward(x, weight, bias, y, options, [&](const auto& value) { return core::erf(xsimd::fma(value, a, s)); });
+}
+
+template <class T>
+derf_scalar_gradients<statistic_t<T>> derf_backward(matrix_view<const T> dy, matrix_view<const T> x, double alpha, double shift,
+                                                    vector_view<const T> weight, matrix_view<T> dx, vector_view<statistic_t<T>> weight_gradient,
+                                                    vector_view<statistic_t<T>> bias_gradient, const derf_options& options) {
+    using C = core::compute_t<T>;
+    using S = statistic_t<T>;
+    using core::batch;
+    require_pointwise_backward(dy, x, weight, dx, weight_gradient, bias_gradient);
+    require_derf_scalars(alpha, shift);
+    const index_type n = x.cols;
+    // Partial layout: [dα, ds | dγ (n) | dβ (n)], the optional parts only when asked for.
+    const index_type weight_offset = 2;
+    const index_type bias_offset = weight_offset + (weight_gradient.empty() ? 0 : n);
+    const index_type partial_width = bias_offset + (bias_gradient.empty() ? 0 : n);
+    const batch<C> a(static_cast<C>(alpha)), s(static_cast<C>(shift));
+    const batch<C> two_over_root_pi(static_cast<C>(1.12837916709551257389615890312154517));
+
+    const S* sums = core::with_flags(
+        [&](auto has_weight, auto has_dx, auto has_weight_gradient, auto has_bias_gradient) {
+            return core::reduce_rows<S>(x.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
+                for (index_type row = begin; row < end; ++row) {
+                    const T* in = x.row(row);
+                    const T* upstream = dy.row(row);
+                    T* out = has_dx ? dx.row(row) : nullptr;
+                    batch<C> alpha_sum(C(0)), shift_sum(C(0));
+                    core::for_each_batch<C>(n, [&](index_type i, index_type count) {
+                        const auto value = core::load(in + i, count);
+                        const auto g = core::load(upstream + i, count);
+                        const auto u = xsimd::fma(value, a, s);  // as the forward forms it
+                        auto common = g * two_over_root_pi * core::exp(-(u * u));
+                        if constexpr (has_weight) common *= core::load(weight.data + i, count);
+                        if constexpr (has_dx) core::store(out + i, a * common, count);
+                        alpha_sum += common * value;  // lanes past count hold x = dy = 0
+                        shift_sum += common;
+                        if constexpr (has_weight_gradient) {
+                            S* w = partial + weight_offset + i;
+                            core::store(w, core::load(w, count) + g * core::erf(u), count);
+                        }
+                        if constexpr (has_bias_gradient) {
+                            S* b = partial + bias_offset + i;
+                            core::store(b, core::load(b, count) + g, count);
+                        }
+                    });
+                    partial[0] += core::horizontal_sum(alpha_sum);
+                    partial[1] += core::horizontal_sum(shift_sum);
+                }
+            });
+        },
+        !weight.empty(), !dx.empty(), !weight_gradient.empty(), !bias_gradient.empty());
+
+    if (!weight_gradient.empty()) std::copy(sums + weight_offset, sums + weight_offset + n, weight_gradient.data);
+    if (!bias_gradient.empty()) std::copy(sums + bias_offset, sums + bias_offset + n, bias_gradient.data);
+    return {sums[0], sums[1]};
+}
+
+}  // namespace normkit::norm::detail

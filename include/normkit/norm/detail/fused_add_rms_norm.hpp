@@ -1,0 +1,115 @@
+// The implementation of norm/fused_add_rms_norm.hpp (included by it).
+#pragma once
+
+#include "../../core/dispatch.hpp"
+#include "../../core/parallel.hpp"
+#include "../../core/reduce.hpp"
+#include "../../core/row_norm.hpp"
+#include "../../core/view.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace normkit::norm::detail {
+
+template <class T>
+void fused_add_rms_norm_forward(matrix_view<const T> x, vector_view<const T> weight, matrix_view<T> residual, matrix_view<T> y,
+                                vector_view<statistic_t<T>> saved_rstd, const rms_norm_options& options) {
+    using C = core::compute_t<T>;
+    using core::batch;
+    core::require_data("input", x);
+    core::require_data("residual", residual);
+    core::require_data("output", y);
+    core::require_same_shape("residual", residual, "input", x);
+    core::require_same_shape("output", y, "input", x);
+    core::require_parameter("weight", weight, x.cols);
+    core::require_per_row("rstd", saved_rstd, x.rows);
+    core::require_eps(options.eps);
+    const index_type n = x.cols;
+    if (n == 0) return;
+    const C eps = static_cast<C>(options.eps);
+    const batch<C> one(C(options.offset ? 1 : 0));
+    const bool round_normalized = options.casting == rms_norm_casting::llama && !std::is_same_v<T, C>;
+
+    core::with_flags(
+        [&](auto has_weight, auto llama) {
+            core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
+                for (index_type row = begin; row < end; ++row) {
+                    const T* in = x.row(row);
+                    T* stream = residual.row(row);
+                    T* out = y.row(row);
+                    // Σh² of h as stored: the same sums as row_sum_of_squares over the stored row.
+                    const C sum_of_squares = core::accumulate_batches<1, C>(n, [&](index_type i, index_type count, std::array<batch<C>, 1>& sums) {
+                        const auto h = core::round_to<T>(core::load(in + i, count) + core::load(stream + i, count));
+                        core::store(stream + i, h, count);
+                        sums[0] = xsimd::fma(h, h, sums[0]);
+                    })[0];
+                    const C r = C(1) / std::sqrt(sum_of_squares / static_cast<C>(n) + eps);
+                    if (!saved_rstd.empty()) saved_rstd[row] = r;
+                    const batch<C> scale(r);
+                    core::for_each_batch<C>(n, [&](index_type i, index_type count) {
+                        auto value = core::load(stream + i, count) * scale;
+                        if constexpr (llama) value = core::round_to<T>(value);
+                        if constexpr (has_weight) value *= core::load(weight.data + i, count) + one;
+                        core::store(out + i, value, count);
+                    });
+                }
+            });
+        },
+        !weight.empty(), round_normalized);
+}
+
+template <class T>
+void fused_add_rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> h, vector_view<const T> weight,
+                                 matrix_view<T> residual_gradient, vector_view<statistic_t<T>> weight_gradient,
+                                 vector_view<const statistic_t<T>> saved_rstd, const rms_norm_options& options) {
+    using C = core::compute_t<T>;
+    using S = statistic_t<T>;
+    using core::batch;
+    core::require_data("output_gradient", dy);
+    core::require_data("residual_gradient", residual_gradient);
+    core::require_data("residual", h);
+    core::require_same_shape("output_gradient", dy, "residual", h);
+    core::require_same_shape("residual_gradient", residual_gradient, "residual", h);
+    core::require(!saved_rstd.empty(), "fused_add_rms_norm_backward needs the rstd saved by the forward");
+    core::require_per_row("rstd", saved_rstd, h.rows);
+    core::require_parameter("weight", weight, h.cols);
+    core::require_parameter("weight_gradient", weight_gradient, h.cols);
+    const index_type n = h.cols;
+    if (n == 0) return;
+    const C count = static_cast<C>(n);
+    const batch<C> one(C(options.offset ? 1 : 0));
+    const index_type partial_width = weight_gradient.empty() ? 0 : n;
+
+    const S* sums = core::with_flags(
+        [&](auto has_weight, auto has_weight_gradient) {
+            return core::reduce_rows<S>(h.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
+                for (index_type row = begin; row < end; ++row) {
+                    const T* in = h.row(row);
+                    const T* upstream = dy.row(row);
+                    T* stream = residual_gradient.row(row);
+                    const C r = static_cast<C>(saved_rstd[row]);
+                    const auto g_at = [&](index_type i, index_type c) {
+                        auto g = core::load(upstream + i, c);
+                        if constexpr (has_weight) g *= core::load(weight.data + i, c) + one;
+                        return g;
+                    };
+                    const C sum_gh = core::sum_batches<1, C>(n, [&](index_type i, index_type c) {
+                        return std::array<batch<C>, 1>{g_at(i, c) * core::load(in + i, c)};
+                    })[0];
+                    const batch<C> r_b(r), mean_g_hhat(r * sum_gh / count);
+                    core::for_each_batch<C>(n, [&](index_type i, index_type c) {
+                        const auto hhat = core::load(in + i, c) * r_b;
+                        core::store(stream + i, r_b * (g_at(i, c) - hhat * mean_g_hhat) + core::load(stream + i, c), c);
+                        if constexpr (has_weight_gradient)
+                            core::store(partial + i, core::load(partial + i, c) + core::load(upstream + i, c) * hhat, c);
+                    });
+                }
+            });
+        },
+        !weight.empty(), partial_width > 0);
+
+    if (partial_width) std::copy(sums, sums + n, weight_gradient.data);
+}
+
+}  // namespace normkit::norm::detail

@@ -1,0 +1,184 @@
+// The implementation of norm/layer_norm.hpp (included by it, after its options).
+#pragma once
+
+#include "../../core/dispatch.hpp"
+#include "../../core/parallel.hpp"
+#include "../../core/reduce.hpp"
+#include "../../core/row_norm.hpp"
+#include "../../core/stream.hpp"
+#include "../../core/view.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace normkit::norm::detail {
+
+// LayerNorm's statistics step, per-row affine and element formula, for core::normalize_rows.
+// P is the type γ and β are read as: storage, or the compute type once widened beyond the cache.
+template <class T, bool has_weight, bool has_bias, class P>
+struct layer_norm_method {
+    using C = core::compute_t<T>;
+    // x − μ is formed as (x − c) − δ: exact in the first step for |μ| ≫ σ.
+    struct affine {
+        core::batch<C> center, shift, scale;
+    };
+    static constexpr std::size_t pair_sums = 4;
+
+    const P* gamma;
+    const P* beta;
+    C eps;
+    index_type n;
+    vector_view<statistic_t<T>> saved_mean, saved_rstd;
+
+    affine affine_of(index_type row, const core::centered_moments<C>& m) const {
+        const C r = C(1) / std::sqrt(m.variance + eps);
+        if (!saved_mean.empty()) saved_mean[row] = m.mean;
+        if (!saved_rstd.empty()) saved_rstd[row] = r;
+        return affine{core::batch<C>(m.center), core::batch<C>(m.shift), core::batch<C>(r)};
+    }
+    affine row(index_type row, const T* in) const { return affine_of(row, core::row_moments(in, n)); }
+    auto pair_step(const T* first, const T* second) const { return core::two_rows_centered_step(first, second); }
+    // A row whose first element is far from its mean takes its second sweep here, from the cache.
+    std::array<affine, 2> pair(index_type row, index_type other, const T* in, const T* other_in, const std::array<C, 4>& sums) const {
+        const auto m = core::two_rows_moments_after_first_sweep(in, other_in, n, sums);
+        return {affine_of(row, m[0]), affine_of(other, m[1])};
+    }
+    core::batch<C> operator()(const T* in, const affine& a, index_type i, index_type count) const {
+        // The affine step is an explicit fma, so no batch boundary can change how
+        // the compiler contracts it (core::write_row may shift them).
+        const auto xhat = ((core::load(in + i, count) - a.center) - a.shift) * a.scale;
+        if constexpr (has_weight && has_bias)
+            return xsimd::fma(xhat, core::load(gamma + i, count), core::load(beta + i, count));
+        else if constexpr (has_weight)
+            return xhat * core::load(gamma + i, count);
+        else if constexpr (has_bias)
+            return xhat + core::load(beta + i, count);
+        else
+            return xhat;
+    }
+};
+
+// A 16-bit γ or β widened once to the compute type, placed for the streamed output rows of y.
+template <class T>
+void widen_parameter(const T* parameter, matrix_view<T> y, core::streamed_parameter<core::compute_t<T>>& wide) {
+    using C = core::compute_t<T>;
+    if (parameter == nullptr) return;
+    const index_type n = y.cols;
+    wide = core::streamed_parameter<C>(n, y.row(0));
+    C* widened = wide.data();
+    core::for_each_batch<C>(n, [&](index_type i, index_type count) { core::store(widened + i, core::load(parameter + i, count), count); });
+}
+
+template <class T>
+void layer_norm_forward(matrix_view<const T> x, vector_view<const T> weight, vector_view<const T> bias, matrix_view<T> y,
+                        vector_view<statistic_t<T>> saved_mean, vector_view<statistic_t<T>> saved_rstd, const layer_norm_options& options) {
+    using C = core::compute_t<T>;
+    core::require_data("input", x);
+    core::require_data("output", y);
+    core::require_same_shape("output", y, "input", x);
+    core::require_parameter("weight", weight, x.cols);
+    core::require_parameter("bias", bias, x.cols);
+    core::require_per_row("mean", saved_mean, x.rows);
+    core::require_per_row("rstd", saved_rstd, x.rows);
+    core::require_eps(options.eps);
+    const index_type n = x.cols;
+    if (n == 0) return;
+    const bool streaming = core::streams_output<T>(x.rows, n, options.stream_above_bytes);
+    // Beyond the cache, 16-bit γ and β are widened once rather than for every row (see rms_norm.hpp).
+    constexpr bool widen_parameters = !std::is_same_v<T, C>;
+    core::streamed_parameter<C> wide_weight, wide_bias;
+    if (streaming && widen_parameters) {
+        widen_parameter(weight.data, y, wide_weight);
+        widen_parameter(bias.data, y, wide_bias);
+    }
+    core::with_flags(
+        [&](auto has_weight, auto has_bias, auto from_memory) {
+            // γ and β as the loop reads them: widened once beyond the cache, else in storage.
+            constexpr bool widened = decltype(from_memory)::value && widen_parameters;
+            using P = std::conditional_t<widened, C, T>;
+            const P* gamma = [&] {
+                if constexpr (widened) return static_cast<const C*>(wide_weight.data());
+                else return weight.data;
+            }();
+            const P* beta = [&] {
+                if constexpr (widened) return static_cast<const C*>(wide_bias.data());
+                else return bias.data;
+            }();
+            const layer_norm_method<T, decltype(has_weight)::value, decltype(has_bias)::value, P> method{
+                gamma, beta, static_cast<C>(options.eps), n, saved_mean, saved_rstd};
+            core::parallel_for(x.rows, options.threads,
+                               [&](index_type begin, index_type end) { core::normalize_rows(x, y, begin, end, from_memory, method); });
+        },
+        !weight.empty(), !bias.empty(), streaming);
+}
+
+template <class T>
+void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_view<const T> weight, matrix_view<T> dx,
+                         vector_view<statistic_t<T>> weight_gradient, vector_view<statistic_t<T>> bias_gradient,
+                         vector_view<const statistic_t<T>> saved_mean, vector_view<const statistic_t<T>> saved_rstd,
+                         const layer_norm_options& options) {
+    using C = core::compute_t<T>;
+    using S = statistic_t<T>;
+    using core::batch;
+    core::require_data("output_gradient", dy);
+    core::require_data("input", x);
+    core::require_same_shape("output_gradient", dy, "input", x);
+    if (!dx.empty()) core::require_same_shape("input_gradient", dx, "input", x);
+    core::require(!saved_mean.empty() && !saved_rstd.empty(), "layer_norm_backward needs the mean and rstd saved by the forward");
+    core::require_per_row("mean", saved_mean, x.rows);
+    core::require_per_row("rstd", saved_rstd, x.rows);
+    core::require_parameter("weight", weight, x.cols);
+    core::require_parameter("weight_gradient", weight_gradient, x.cols);
+    core::require_parameter("bias_gradient", bias_gradient, x.cols);
+    const index_type n = x.cols;
+    const C count = static_cast<C>(n);
+    const bool want_weight_gradient = !weight_gradient.empty(), want_bias_gradient = !bias_gradient.empty();
+    // Partials hold dγ in [0, n) and dβ in [n, 2n).
+    const index_type partial_width = (want_weight_gradient || want_bias_gradient) ? 2 * n : 0;
+    const S* sums = core::with_flags(
+        [&](auto has_weight, auto has_dx, auto has_parameter_gradients) {
+            return core::reduce_rows<S>(x.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
+                for (index_type row = begin; row < end; ++row) {
+                    const T* in = x.row(row);
+                    const T* upstream = dy.row(row);
+                    const C r = static_cast<C>(saved_rstd[row]);
+                    const batch<C> mean(static_cast<C>(saved_mean[row]));
+                    const auto g_at = [&](index_type i, index_type c) {
+                        auto g = core::load(upstream + i, c);
+                        if constexpr (has_weight) g *= core::load(weight.data + i, c);
+                        return g;
+                    };
+                    // Σg, Σg·d, Σd with d = x − μ_saved (zero-filled tails keep g = 0 there).
+                    const auto sums_of_row = core::sum_batches<3, C>(n, [&](index_type i, index_type c) {
+                        const auto d = core::keep_lanes(core::load(in + i, c) - mean, c);
+                        const auto g = g_at(i, c);
+                        return std::array<batch<C>, 3>{g, g * d, d};
+                    });
+                    // δ = mean(d) repairs the rounding of the saved mean; mean(g⊙x̂) = r·(Σg·d − δ·Σg)/n.
+                    const C shift = sums_of_row[2] / count;
+                    const C mean_g = sums_of_row[0] / count;
+                    const C mean_g_xhat = r * (sums_of_row[1] - shift * sums_of_row[0]) / count;
+                    const batch<C> shift_b(shift), r_b(r), mean_g_b(mean_g), mean_g_xhat_b(mean_g_xhat);
+                    T* out = has_dx ? dx.row(row) : nullptr;
+                    core::for_each_batch<C>(n, [&](index_type i, index_type c) {
+                        const auto xhat = ((core::load(in + i, c) - mean) - shift_b) * r_b;
+                        if constexpr (has_dx) {
+                            const auto g = g_at(i, c);
+                            core::store(out + i, r_b * ((g - mean_g_b) - xhat * mean_g_xhat_b), c);
+                        }
+                        if constexpr (has_parameter_gradients) {
+                            const auto upstream_b = core::load(upstream + i, c);
+                            core::store(partial + i, core::load(partial + i, c) + upstream_b * xhat, c);
+                            core::store(partial + n + i, core::load(partial + n + i, c) + upstream_b, c);
+                        }
+                    });
+                }
+            });
+        },
+        !weight.empty(), !dx.empty(), partial_width > 0);
+
+    if (want_weight_gradient) std::copy(sums, sums + n, weight_gradient.data);
+    if (want_bias_gradient) std::copy(sums + n, sums + 2 * n, bias_gradient.data);
+}
+
+}  // namespace normkit::norm::detail

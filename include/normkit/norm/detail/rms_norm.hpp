@@ -1,0 +1,157 @@
+// The implementation of norm/rms_norm.hpp (included by it, after its options).
+#pragma once
+
+#include "../../core/dispatch.hpp"
+#include "../../core/parallel.hpp"
+#include "../../core/reduce.hpp"
+#include "../../core/row_norm.hpp"
+#include "../../core/stream.hpp"
+#include "../../core/view.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace normkit::norm::detail {
+
+// RMSNorm's statistics step, per-row affine (r) and element formula, for core::normalize_rows.
+// from_memory: w_eff was formed once in the compute type (beyond the cache), else 1·offset + w
+// is formed from the weight as each batch is read.
+template <class T, bool has_weight, bool llama, bool from_memory>
+struct rms_norm_method {
+    using C = core::compute_t<T>;
+    using affine = core::batch<C>;
+    static constexpr std::size_t pair_sums = 2;
+
+    const T* weight;
+    const C* effective_weight;
+    core::batch<C> one;
+    C eps;
+    index_type n;
+    vector_view<statistic_t<T>> saved_rstd;
+
+    C rstd_of(C sum_of_squares) const { return C(1) / std::sqrt(sum_of_squares / static_cast<C>(n) + eps); }
+    affine row(index_type row, const T* in) const {
+        const C r = rstd_of(core::row_sum_of_squares(in, n));
+        if (!saved_rstd.empty()) saved_rstd[row] = r;
+        return affine(r);
+    }
+    auto pair_step(const T* first, const T* second) const { return core::two_rows_squares_step(first, second); }
+    std::array<affine, 2> pair(index_type row, index_type other, const T*, const T*, const std::array<C, 2>& sums) const {
+        const C r = rstd_of(sums[0]), other_r = rstd_of(sums[1]);
+        if (!saved_rstd.empty()) {
+            saved_rstd[row] = r;
+            saved_rstd[other] = other_r;
+        }
+        return {affine(r), affine(other_r)};
+    }
+    core::batch<C> operator()(const T* in, const affine& scale, index_type i, index_type count) const {
+        auto value = core::load(in + i, count) * scale;
+        if constexpr (llama) value = core::round_to<T>(value);
+        if constexpr (has_weight && from_memory) value *= core::load(effective_weight + i, count);
+        if constexpr (has_weight && !from_memory) value *= core::load(weight + i, count) + one;
+        return value;
+    }
+};
+
+// w_eff = w (+ 1 with offset) in the compute type, placed for the streamed output rows of y.
+template <class T>
+core::streamed_parameter<core::compute_t<T>> effective_rms_weight(vector_view<const T> weight, matrix_view<T> y,
+                                                                  const core::batch<core::compute_t<T>>& one) {
+    using C = core::compute_t<T>;
+    const index_type n = y.cols;
+    core::streamed_parameter<C> effective_weight(n, y.row(0));
+    C* formed = effective_weight.data();
+    core::for_each_batch<C>(n, [&](index_type i, index_type count) { core::store(formed + i, core::load(weight.data + i, count) + one, count); });
+    return effective_weight;
+}
+
+template <class T>
+void rms_norm_forward(matrix_view<const T> x, vector_view<const T> weight, matrix_view<T> y, vector_view<statistic_t<T>> saved_rstd,
+                      const rms_norm_options& options) {
+    using C = core::compute_t<T>;
+    core::require_data("input", x);
+    core::require_data("output", y);
+    core::require_same_shape("output", y, "input", x);
+    core::require_parameter("weight", weight, x.cols);
+    core::require_per_row("rstd", saved_rstd, x.rows);
+    core::require_eps(options.eps);
+    const index_type n = x.cols;
+    if (n == 0) return;
+    const core::batch<C> one(C(options.offset ? 1 : 0));
+    const bool round_normalized = options.casting == rms_norm_casting::llama && !std::is_same_v<T, C>;
+    const bool streaming = core::streams_output<T>(x.rows, n, options.stream_above_bytes);
+    // Beyond the cache, w_eff is formed once in the compute type: a 16-bit weight would otherwise
+    // be widened (and offset) again for every row, a noticeable share of a bf16 row's time there.
+    core::streamed_parameter<C> effective_weight;
+    if (streaming && !weight.empty()) effective_weight = effective_rms_weight(weight, y, one);
+    core::with_flags(
+        [&](auto has_weight, auto llama, auto from_memory) {
+            const rms_norm_method<T, decltype(has_weight)::value, decltype(llama)::value, decltype(from_memory)::value> method{weight.data, effective_weight.data(), one,
+                                                                           static_cast<C>(options.eps), n, saved_rstd};
+            core::parallel_for(x.rows, options.threads,
+                               [&](index_type begin, index_type end) { core::normalize_rows(x, y, begin, end, from_memory, method); });
+        },
+        !weight.empty(), round_normalized, streaming);
+}
+
+template <class T>
+void rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_view<const T> weight, matrix_view<T> dx,
+                       vector_view<statistic_t<T>> weight_gradient, vector_view<const statistic_t<T>> saved_rstd,
+                       const rms_norm_options& options) {
+    using C = core::compute_t<T>;
+    using S = statistic_t<T>;
+    using core::batch;
+    core::require_data("output_gradient", dy);
+    core::require_data("input", x);
+    core::require_same_shape("output_gradient", dy, "input", x);
+    if (!dx.empty()) core::require_same_shape("input_gradient", dx, "input", x);
+    core::require(!saved_rstd.empty(), "rms_norm_backward needs the rstd saved by the forward");
+    core::require_per_row("rstd", saved_rstd, x.rows);
+    core::require_parameter("weight", weight, x.cols);
+    core::require_parameter("weight_gradient", weight_gradient, x.cols);
+    const index_type n = x.cols;
+    const C count = static_cast<C>(n);
+    const batch<C> one(C(options.offset ? 1 : 0));
+    const index_type partial_width = weight_gradient.empty() ? 0 : n;
+
+    const S* sums = core::with_flags(
+        [&](auto has_weight, auto has_dx, auto has_weight_gradient) {
+            return core::reduce_rows<S>(x.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
+                for (index_type row = begin; row < end; ++row) {
+                    const T* in = x.row(row);
+                    const T* upstream = dy.row(row);
+                    const C r = static_cast<C>(saved_rstd[row]);
+                    const auto g_at = [&](index_type i, index_type c) {
+                        auto g = core::load(upstream + i, c);
+                        if constexpr (has_weight) g *= core::load(weight.data + i, c) + one;
+                        return g;
+                    };
+                    const batch<C> r_b(r);
+                    if constexpr (has_dx) {
+                        // mean(g⊙x̂) = r·Σg·x/n; the row is in cache for the second sweep.
+                        const C sum_gx = core::sum_batches<1, C>(n, [&](index_type i, index_type c) {
+                            return std::array<batch<C>, 1>{g_at(i, c) * core::load(in + i, c)};
+                        })[0];
+                        const batch<C> mean_g_xhat(r * sum_gx / count);
+                        T* out = dx.row(row);
+                        core::for_each_batch<C>(n, [&](index_type i, index_type c) {
+                            const auto xhat = core::load(in + i, c) * r_b;
+                            core::store(out + i, r_b * (g_at(i, c) - xhat * mean_g_xhat), c);
+                            if constexpr (has_weight_gradient)
+                                core::store(partial + i, core::load(partial + i, c) + core::load(upstream + i, c) * xhat, c);
+                        });
+                    } else if constexpr (has_weight_gradient) {
+                        core::for_each_batch<C>(n, [&](index_type i, index_type c) {
+                            const auto xhat = core::load(in + i, c) * r_b;
+                            core::store(partial + i, core::load(partial + i, c) + core::load(upstream + i, c) * xhat, c);
+                        });
+                    }
+                }
+            });
+        },
+        !weight.empty(), !dx.empty(), partial_width > 0);
+
+    if (partial_width) std::copy(sums, sums + n, weight_gradient.data);
+}
+
+}  // namespace normkit::norm::detail
