@@ -241,7 +241,7 @@ void forward(const weights& w, const responses& batch, const std::vector<row>& r
     // x = h/√(mean(h²) + ε) ⊙ w, rstd saved for the backward
     act.x.resize(act.h.rows(), width);
     act.rstd.resize(static_cast<std::size_t>(act.h.rows()));
-    normkit::norm::rms_norm_forward(act.h, act.x, w.norm, {}, act.rstd);
+    normkit::norm::rms_norm_forward(act.h, w.norm, act.x, act.rstd);
     // u = x·W1ᵀ + b1,  a = max(u, 0)
     act.u = act.x * w.w1.transpose();
     act.u.rowwise() += w.b1.transpose();
@@ -265,7 +265,7 @@ void backward(const weights& w, weights& grad, const responses& batch, const std
     const Matrix dx = du * w.w1;
     // dh = rstd·(g − x̂·mean(g⊙x̂)), g = w⊙dx;  dw = Σ_rows dx⊙x̂  (normkit writes dw in place)
     Matrix dh(dx.rows(), width);
-    normkit::norm::rms_norm_backward(dx, act.h, act.rstd, w.norm, dh, grad.norm);
+    normkit::norm::rms_norm_backward(dx, act.h, w.norm, dh, grad.norm, act.rstd);
     grad.target.setZero();
     grad.position.setZero();
     grad.token.setZero();
@@ -290,7 +290,7 @@ responses rollout(const weights& w, const std::vector<index_type>& prompts, int 
         for (index_type i = 0; i < n; ++i) rows.push_back({i, t});
         forward(w, batch, rows, act);
         // π_v = exp(z_v − logsumexp): the sampler's distribution, from the same kernel the learner uses.
-        normkit::credit::logits_statistics(act.z, {}, logsumexp);
+        normkit::credit::logits_statistics(act.z, {}, {}, {}, {}, logsumexp);
         for (index_type i = 0; i < n; ++i) {
             if (!open[static_cast<std::size_t>(i)]) continue;
             double u = random.uniform(), cumulative = 0;
@@ -372,7 +372,7 @@ normkit::loss::policy_loss_result minibatch_loss(const config& c, const weights&
     const std::vector<index_type> tokens(batch.tokens.begin() + begin * max_length, batch.tokens.begin() + end * max_length);
     std::vector<float> logsumexp(rows.size()), entropy(rows.size());
     Matrix log_probs(part, max_length);
-    normkit::credit::logits_statistics(act.z, tokens, logsumexp, all_of(log_probs), entropy);
+    normkit::credit::logits_statistics(act.z, tokens, all_of(log_probs), entropy, {}, logsumexp);
 
     // Token credit: every token gets its response's advantage, or (TRL
     // top_entropy_quantile) only the top ρ share of tokens by entropy do. The
@@ -383,7 +383,7 @@ normkit::loss::policy_loss_result minibatch_loss(const config& c, const weights&
     Matrix keep(part, max_length), token_advantages(part, max_length);
     if (c.entropy_credit) {
         const normkit::matrix_view<const float> entropies = normkit::view(entropy.data(), part, max_length);
-        normkit::credit::top_entropy_mask(entropies, mask, c.rho, keep);
+        normkit::credit::top_entropy_mask(entropies, mask, keep, {c.rho});
     }
     normkit::credit::broadcast_advantages(part_advantages, c.entropy_credit ? normkit::view(keep) : mask, token_advantages);
 
@@ -394,12 +394,12 @@ normkit::loss::policy_loss_result minibatch_loss(const config& c, const weights&
     inputs.old_log_probs = normkit::view(old_log_probs.middleRows(begin, part));
     inputs.advantages = normkit::view(token_advantages);
     inputs.mask = mask;
-    const auto loss = normkit::loss::policy_loss(inputs, log_probs_gradient, loss_options);
+    const auto loss = normkit::loss::policy_loss(inputs, log_probs_gradient, {}, loss_options);
     if (!grad) return loss;
 
     // dL/dz = g_t·(e_y − π) per row, from dL/dlog π
     Matrix dz(static_cast<index_type>(rows.size()), vocabulary);
-    normkit::credit::logits_backward(act.z, tokens, all_of(log_probs_gradient), logsumexp, dz);
+    normkit::credit::logits_backward(all_of(log_probs_gradient), act.z, tokens, dz, logsumexp);
     backward(w, *grad, batch, rows, act, dz);
     return loss;
 }
@@ -407,22 +407,22 @@ normkit::loss::policy_loss_result minibatch_loss(const config& c, const weights&
 std::vector<float> advantages_for(const config& c, const reward_columns& rewards, const responses& batch, const Matrix& old_log_probs,
                                   normkit::advantage::gepo_state& gepo_state) {
     namespace adv = normkit::advantage;
-    const auto groups = adv::contiguous_groups(c.group);
+    const auto groups = normkit::contiguous_groups(c.group);
     std::vector<float> advantages(rewards.total.size());
     switch (c.method) {
         case estimator::grpo: adv::grpo(rewards.total, groups, advantages); break;
         case estimator::dr_grpo: adv::dr_grpo(rewards.total, groups, advantages); break;
         case estimator::rloo: adv::rloo(rewards.total, groups, advantages); break;
         case estimator::gdpo: {
-            const std::vector<double> weights{1.0, c.format_weight};
-            adv::gdpo(rewards.columns, weights, groups, advantages);
+            adv::gdpo_options options;
+            options.weights = {1.0, c.format_weight};
+            adv::gdpo(rewards.columns, groups, advantages, options);
             break;
         }
         case estimator::gepo: {
             // GEPO shapes GRPO's advantages by each group's entropy under the sampling policy.
             adv::grpo(rewards.total, groups, advantages);
-            const Mask mask = batch.tokens_mask.cast<std::uint8_t>();
-            adv::gepo(advantages, old_log_probs, mask, groups, gepo_state, advantages);
+            adv::gepo(advantages, groups, old_log_probs, batch.tokens_mask, gepo_state, advantages);
             break;
         }
     }
@@ -449,7 +449,7 @@ double gradient_error(config c) {
     activations act;
     forward(w, batch, response_rows(0, n), act);
     Matrix old_log_probs(n, max_length);
-    normkit::credit::logits_statistics(act.z, batch.tokens, {}, all_of(old_log_probs));
+    normkit::credit::logits_statistics(act.z, batch.tokens, all_of(old_log_probs));
     // Old log-probs a little off the current ones, so that ratios differ from 1.
     for (index_type i = 0; i < old_log_probs.size(); ++i) old_log_probs.data()[i] += static_cast<float>(0.1 * (random.uniform() - 0.5));
     normkit::advantage::gepo_state unused;
@@ -499,7 +499,7 @@ run_result train(const config& c) {
         activations act;
         forward(w, batch, response_rows(0, n), act);
         Matrix old_log_probs(n, max_length);
-        normkit::credit::logits_statistics(act.z, batch.tokens, {}, all_of(old_log_probs));
+        normkit::credit::logits_statistics(act.z, batch.tokens, all_of(old_log_probs));
 
         // 3. rewards and advantages
         const reward_columns rewards = score(batch, c.format_weight);

@@ -88,13 +88,13 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
         torch::Tensor rstd;
         with_storage(x.scalar_type(), [&](auto storage) {
             using T = decltype(storage);
-            using S = normkit::core::statistic_t<T>;  // rstd and parameter gradients: float (double for double)
+            using S = normkit::statistic_t<T>;  // rstd and parameter gradients: float (double for double)
             const int64_t rows = x.numel() / std::max<int64_t>(x.size(-1), 1);
             rstd = torch::empty({rows}, x.options().dtype(dtype_of<S>()));
             norm::rms_norm_options options;
             options.eps = eps;
-            norm::rms_norm_forward(as_view<const T>(x), as_view<T>(y), as_vector_view<const T>(weight.contiguous()), options,
-                                   as_vector_view<S>(rstd));
+            norm::rms_norm_forward(as_view<const T>(x), as_vector_view<const T>(weight.contiguous()), as_view<T>(y),
+                                   as_vector_view<S>(rstd), options);
         });
         last_forward_output = y.data_ptr();
         context->save_for_backward({x, weight, rstd});
@@ -109,11 +109,11 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
         torch::Tensor dx = torch::empty_like(x), dweight = torch::empty_like(weight, rstd.options());
         with_storage(x.scalar_type(), [&](auto storage) {
             using T = decltype(storage);
-            using S = normkit::core::statistic_t<T>;
+            using S = normkit::statistic_t<T>;
             norm::rms_norm_options options;
             options.eps = context->saved_data["eps"].toDouble();
-            norm::rms_norm_backward(as_view<const T>(dy), as_view<const T>(x), as_vector_view<const S>(rstd),
-                                    as_vector_view<const T>(weight.contiguous()), as_view<T>(dx), as_vector_view<S>(dweight), options);
+            norm::rms_norm_backward(as_view<const T>(dy), as_view<const T>(x), as_vector_view<const T>(weight.contiguous()),
+                                    as_view<T>(dx), as_vector_view<S>(dweight), as_vector_view<const S>(rstd), options);
         });
         // normkit accumulates dw in float; autograd wants it in the weight's dtype. eps gets no gradient.
         return {dx, dweight.to(weight.scalar_type()), torch::Tensor()};
@@ -155,8 +155,8 @@ void views_without_copies() {
     require("view of a strided slice reads its storage", x_view.data == x.data_ptr() && x_view.row_stride == n + 8 && !x.is_contiguous());
     norm::layer_norm_options options;
     options.eps = eps;
-    norm::layer_norm_forward(x_view, as_view<float>(y), as_vector_view<const float>(weight), as_vector_view<const float>(bias), options,
-                             as_vector_view<float>(mean), as_vector_view<float>(rstd));
+    norm::layer_norm_forward(x_view, as_vector_view<const float>(weight), as_vector_view<const float>(bias), as_view<float>(y),
+                             as_vector_view<float>(mean), as_vector_view<float>(rstd), options);
     compare("layer_norm float, strided input", y, torch::layer_norm(x, {n}, weight, bias, eps), 1e-6);
     compare("layer_norm saved rstd", rstd, torch::rsqrt((x - x.mean(-1, /*keepdim=*/true)).pow(2).mean(-1) + eps), 1e-6);
 
@@ -165,7 +165,7 @@ void views_without_copies() {
     const torch::Tensor h_weight = (1 + 0.2 * torch::randn({n})).to(torch::kBFloat16);
     const torch::Tensor expected = composed_rms_norm(h.to(torch::kFloat32), h_weight.to(torch::kFloat32), 1e-6);  // the exact math in float
     const void* storage = h.data_ptr();
-    norm::rms_norm_forward(as_view<const Eigen::bfloat16>(h), as_view<Eigen::bfloat16>(h), as_vector_view<const Eigen::bfloat16>(h_weight));
+    norm::rms_norm_forward(as_view<const Eigen::bfloat16>(h), as_vector_view<const Eigen::bfloat16>(h_weight), as_view<Eigen::bfloat16>(h));
     require("rms_norm bf16 in place keeps the storage", h.data_ptr() == storage && h.scalar_type() == torch::kBFloat16);
     // One rounding to bf16 (8 significant bits) of the float result: ≤ 2⁻⁸ relative.
     compare("rms_norm bf16 in place vs float math", h, expected, 1e-2);

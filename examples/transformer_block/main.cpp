@@ -15,6 +15,7 @@
 #include <normkit/norm/derf.hpp>
 #include <normkit/norm/dyt.hpp>
 #include <normkit/norm/layer_norm.hpp>
+#include <normkit/norm/presets.hpp>
 #include <normkit/norm/qk_norm.hpp>
 #include <normkit/norm/rms_norm.hpp>
 #include <normkit/norm/seed_norm.hpp>
@@ -118,12 +119,12 @@ struct NormLayer {
         mean.resize(1, x.rows());
         rstd.resize(1, x.rows());
         switch (kind) {
-            case NormKind::layer_norm: norm::layer_norm_forward(x, y, weight.value, bias.value, {}, mean, rstd); break;
-            case NormKind::rms_norm: norm::rms_norm_forward(x, y, weight.value, {}, rstd); break;
-            case NormKind::dyt: norm::dyt_forward(x, y, alpha.value(0, 0), weight.value, bias.value); break;
-            case NormKind::derf: norm::derf_forward(x, y, alpha.value(0, 0), shift.value(0, 0), weight.value, bias.value); break;
+            case NormKind::layer_norm: norm::layer_norm_forward(x, weight.value, bias.value, y, mean, rstd); break;
+            case NormKind::rms_norm: norm::rms_norm_forward(x, weight.value, y, rstd); break;
+            case NormKind::dyt: norm::dyt_forward(x, alpha.value(0, 0), weight.value, bias.value, y); break;
+            case NormKind::derf: norm::derf_forward(x, alpha.value(0, 0), shift.value(0, 0), weight.value, bias.value, y); break;
             case NormKind::seed_norm:
-                norm::seed_norm_forward(x, y, seed_alpha.value, seed_beta.value, seed_gamma.value, seed_options, rstd);
+                norm::seed_norm_forward(x, seed_alpha.value, seed_beta.value, seed_gamma.value, y, rstd, seed_options);
                 break;
         }
     }
@@ -133,9 +134,9 @@ struct NormLayer {
         dx.resize(x.rows(), x.cols());
         switch (kind) {
             case NormKind::layer_norm:
-                norm::layer_norm_backward(dy, x, mean, rstd, weight.value, dx, weight.gradient, bias.gradient);
+                norm::layer_norm_backward(dy, x, weight.value, dx, weight.gradient, bias.gradient, mean, rstd);
                 break;
-            case NormKind::rms_norm: norm::rms_norm_backward(dy, x, rstd, weight.value, dx, weight.gradient); break;
+            case NormKind::rms_norm: norm::rms_norm_backward(dy, x, weight.value, dx, weight.gradient, rstd); break;
             case NormKind::dyt:
                 alpha.gradient(0, 0) = norm::dyt_backward(dy, x, alpha.value(0, 0), weight.value, dx, weight.gradient, bias.gradient);
                 break;
@@ -147,8 +148,8 @@ struct NormLayer {
                 break;
             }
             case NormKind::seed_norm:
-                norm::seed_norm_backward(dy, x, rstd, seed_alpha.value, seed_beta.value, seed_gamma.value, dx, seed_alpha.gradient,
-                                         seed_beta.gradient, seed_gamma.gradient, seed_options);
+                norm::seed_norm_backward(dy, x, seed_alpha.value, seed_beta.value, seed_gamma.value, dx, seed_alpha.gradient,
+                                         seed_beta.gradient, seed_gamma.gradient, rstd, seed_options);
                 break;
         }
     }
@@ -219,10 +220,10 @@ struct Attention {
         if (config.qk == QkKind::rms) {
             query_rstd.resize(1, T * config.heads);
             key_rstd.resize(1, T * config.heads);
-            norm::qk_rms_norm_forward(heads_of(q), heads_of(k), heads_of(qn), heads_of(kn), qk_query_weight.value, qk_key_weight.value,
-                                      norm::qk_rms_norm_options::qwen3(), query_rstd, key_rstd);
+            norm::qk_rms_norm_forward(heads_of(q), heads_of(k), qk_query_weight.value, qk_key_weight.value, heads_of(qn), heads_of(kn),
+                                      query_rstd, key_rstd, norm::presets::qwen3());
         } else {
-            norm::qk_l2_norm_forward(heads_of(q), heads_of(k), heads_of(qn), heads_of(kn), qk_gain.value(0, 0));
+            norm::qk_l2_norm_forward(heads_of(q), heads_of(k), qk_gain.value(0, 0), heads_of(qn), heads_of(kn));
         }
         mixed.resize(T, config.channels);
         probabilities.resize(config.heads);
@@ -263,9 +264,9 @@ struct Attention {
         }
         Matrix dq(T, config.channels), dk(T, config.channels);
         if (config.qk == QkKind::rms) {
-            norm::qk_rms_norm_backward(heads_of(dqn), heads_of(dkn), heads_of(q), heads_of(k), query_rstd, key_rstd, qk_query_weight.value,
-                                       qk_key_weight.value, heads_of(dq), heads_of(dk), qk_query_weight.gradient, qk_key_weight.gradient,
-                                       norm::qk_rms_norm_options::qwen3());
+            norm::qk_rms_norm_backward(heads_of(dqn), heads_of(dkn), heads_of(q), heads_of(k), qk_query_weight.value, qk_key_weight.value,
+                                       heads_of(dq), heads_of(dk), qk_query_weight.gradient, qk_key_weight.gradient, query_rstd, key_rstd,
+                                       norm::presets::qwen3());
         } else {
             qk_gain.gradient(0, 0) =
                 norm::qk_l2_norm_backward(heads_of(dqn), heads_of(dkn), heads_of(q), heads_of(k), qk_gain.value(0, 0), heads_of(dq), heads_of(dk));
