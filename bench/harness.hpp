@@ -26,7 +26,8 @@
 
 namespace normkit::bench {
 
-inline std::string case_name(const std::string& operation, const std::string& shape, const std::string& implementation) {
+inline std::string case_name(const std::string& operation, const std::string& shape,
+                             const std::string& implementation) {
     return operation + "/" + shape + "/" + implementation;
 }
 
@@ -50,18 +51,19 @@ inline void enter_shape(const std::string& shape) {
 }
 
 // Registers body, run once per iteration, as operation/shape/implementation.
-inline void register_case(const std::string& operation, const std::string& shape, const std::string& implementation, double bytes,
-                          std::function<void()> body) {
-    benchmark::RegisterBenchmark(case_name(operation, shape, implementation).c_str(),
-                                 [bytes, shape, body = std::move(body)](benchmark::State& state) {
-                                     enter_shape(shape);
-                                     body();  // warm-up: page in, fill caches, let lazy set-up happen
-                                     for (auto _ : state) {
-                                         body();
-                                         benchmark::ClobberMemory();
-                                     }
-                                     state.SetBytesProcessed(static_cast<std::int64_t>(bytes * static_cast<double>(state.iterations())));
-                                 })
+inline void register_case(const std::string& operation, const std::string& shape, const std::string& implementation,
+                          double bytes, std::function<void()> body) {
+    benchmark::RegisterBenchmark(
+        case_name(operation, shape, implementation).c_str(),
+        [bytes, shape, body = std::move(body)](benchmark::State& state) {
+            enter_shape(shape);
+            body();  // warm-up: page in, fill caches, let lazy set-up happen
+            for (auto _ : state) {
+                body();
+                benchmark::ClobberMemory();
+            }
+            state.SetBytesProcessed(static_cast<std::int64_t>(bytes * static_cast<double>(state.iterations())));
+        })
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
 }
@@ -97,13 +99,15 @@ std::vector<T> uniform_values(std::size_t count, std::uint32_t seed, float low, 
         state ^= state << 13;
         state ^= state >> 17;
         state ^= state << 5;
-        value = normkit::core::from_compute<T>(low + (high - low) * static_cast<float>(state >> 8) * (1.0f / 16777216.0f));
+        value =
+            normkit::core::from_compute<T>(low + (high - low) * static_cast<float>(state >> 8) * (1.0f / 16777216.0f));
     }
     return values;
 }
 
 template <class T>
-std::shared_ptr<std::vector<T>> random_buffer(std::size_t count, std::uint32_t seed, float mean = 0.0f, float stddev = 1.0f) {
+std::shared_ptr<std::vector<T>> random_buffer(std::size_t count, std::uint32_t seed, float mean = 0.0f,
+                                              float stddev = 1.0f) {
     auto buffer = std::make_shared<std::vector<T>>(count);
     std::mt19937 generator(seed);
     std::normal_distribution<float> normal(mean, stddev);

@@ -38,7 +38,6 @@ using namespace normkit;
 using bench::register_case;
 using row_major = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-
 // The tensors of one shape, shared by every case of that shape and filled on
 // first use (the warm-up call), so a filtered run allocates only what it times.
 struct tensors {
@@ -51,10 +50,12 @@ struct lazy_tensors {
     tensors& get() {
         if (!data) {
             const auto count = static_cast<std::size_t>(rows * cols);
-            data = std::make_shared<tensors>(tensors{bench::uniform_values<float>(count, 1, -2, 2), bench::uniform_values<float>(count, 2, -2, 2), bench::uniform_values<float>(count, 3, -2, 2),
-                                                     bench::uniform_values<float>(count, 4, -2, 2), bench::uniform_values<float>(cols, 5, 0.5f, 1.5f), bench::uniform_values<float>(cols, 6, -2, 2),
-                                                     std::vector<float>(rows), std::vector<float>(rows), std::vector<float>(cols),
-                                                     std::vector<float>(cols)});
+            data = std::make_shared<tensors>(
+                tensors{bench::uniform_values<float>(count, 1, -2, 2), bench::uniform_values<float>(count, 2, -2, 2),
+                        bench::uniform_values<float>(count, 3, -2, 2), bench::uniform_values<float>(count, 4, -2, 2),
+                        bench::uniform_values<float>(cols, 5, 0.5f, 1.5f), bench::uniform_values<float>(cols, 6, -2, 2),
+                        std::vector<float>(rows), std::vector<float>(rows), std::vector<float>(cols),
+                        std::vector<float>(cols)});
         }
         return *data;
     }
@@ -92,7 +93,8 @@ void register_layer_norm(shape s, std::shared_ptr<lazy_tensors> lazy, int thread
     bench::register_memcpy("layer_norm_forward", label, forward_bytes);
     register_case("layer_norm_forward", label, "normkit", forward_bytes, [=] {
         auto& t = lazy->get();
-        norm::layer_norm_forward(view(t.x.data(), rows, n), t.gamma, t.beta, view(t.y.data(), rows, n), t.mean, t.rstd, options);
+        norm::layer_norm_forward(view(t.x.data(), rows, n), t.gamma, t.beta, view(t.y.data(), rows, n), t.mean, t.rstd,
+                                 options);
     });
     if (threads == 1) {
         register_case("layer_norm_forward", label, "eigen", forward_bytes, [=] {
@@ -108,15 +110,17 @@ void register_layer_norm(shape s, std::shared_ptr<lazy_tensors> lazy, int thread
     bench::register_memcpy("layer_norm_backward", label, backward_bytes);
     register_case("layer_norm_backward", label, "normkit", backward_bytes, [=] {
         auto& t = lazy->get();
-        norm::layer_norm_backward(view(t.dy.data(), rows, n), view(t.x.data(), rows, n), t.gamma, view(t.dx.data(), rows, n), t.dgamma, t.dbeta, t.mean, t.rstd, options);
+        norm::layer_norm_backward(view(t.dy.data(), rows, n), view(t.x.data(), rows, n), t.gamma,
+                                  view(t.dx.data(), rows, n), t.dgamma, t.dbeta, t.mean, t.rstd, options);
     });
 #ifdef NORMKIT_HAVE_TORCH
     auto saved = std::make_shared<std::tuple<at::Tensor, at::Tensor, at::Tensor>>();
     register_case("layer_norm_forward", label, "torch", forward_bytes, [=] {
         auto& t = lazy->get();
         set_peer_threads(threads);
-        *saved = at::native_layer_norm(torch::from_blob(t.x.data(), {rows, n}), {n}, torch::from_blob(t.gamma.data(), {n}),
-                                       torch::from_blob(t.beta.data(), {n}), 1e-5);
+        *saved =
+            at::native_layer_norm(torch::from_blob(t.x.data(), {rows, n}), {n}, torch::from_blob(t.gamma.data(), {n}),
+                                  torch::from_blob(t.beta.data(), {n}), 1e-5);
     });
     register_case("layer_norm_backward", label, "torch", backward_bytes, [=] {
         auto& t = lazy->get();
@@ -124,8 +128,9 @@ void register_layer_norm(shape s, std::shared_ptr<lazy_tensors> lazy, int thread
         const auto tx = torch::from_blob(t.x.data(), {rows, n});
         const auto tg = torch::from_blob(t.gamma.data(), {n}), tb = torch::from_blob(t.beta.data(), {n});
         if (!std::get<1>(*saved).defined()) *saved = at::native_layer_norm(tx, {n}, tg, tb, 1e-5);
-        auto gradients = at::native_layer_norm_backward(torch::from_blob(t.dy.data(), {rows, n}), tx, {n}, std::get<1>(*saved),
-                                                        std::get<2>(*saved), tg, tb, {true, true, true});
+        auto gradients =
+            at::native_layer_norm_backward(torch::from_blob(t.dy.data(), {rows, n}), tx, {n}, std::get<1>(*saved),
+                                           std::get<2>(*saved), tg, tb, {true, true, true});
         benchmark::DoNotOptimize(std::get<0>(gradients).data_ptr());
     });
 #endif
@@ -146,7 +151,8 @@ void register_layer_norm(shape s, std::shared_ptr<lazy_tensors> lazy, int thread
             const memory::desc statistics({rows}, memory::data_type::f32, memory::format_tag::a);
             const memory::desc parameter({n}, memory::data_type::f32, memory::format_tag::a);
             const auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
-            const layer_normalization_forward::desc description(prop_kind::forward_training, data, statistics, 1e-5f, flags);
+            const layer_normalization_forward::desc description(prop_kind::forward_training, data, statistics, 1e-5f,
+                                                                flags);
             state->primitive.emplace(layer_normalization_forward::primitive_desc(description, state->engine));
             state->arguments = {{DNNL_ARG_SRC, memory(data, state->engine, t.x.data())},
                                 {DNNL_ARG_DST, memory(data, state->engine, t.y.data())},
@@ -187,7 +193,8 @@ void register_rms_norm(shape s, std::shared_ptr<lazy_tensors> lazy, int threads)
     bench::register_memcpy("rms_norm_backward", label, backward_bytes);
     register_case("rms_norm_backward", label, "normkit", backward_bytes, [=] {
         auto& t = lazy->get();
-        norm::rms_norm_backward(view(t.dy.data(), rows, n), view(t.x.data(), rows, n), t.gamma, view(t.dx.data(), rows, n), t.dgamma, t.rstd, options);
+        norm::rms_norm_backward(view(t.dy.data(), rows, n), view(t.x.data(), rows, n), t.gamma,
+                                view(t.dx.data(), rows, n), t.dgamma, t.rstd, options);
     });
 #ifdef NORMKIT_HAVE_TORCH
     // PyTorch has no fused CPU RMSNorm: nn.RMSNorm on CPU is this composition,
@@ -248,9 +255,10 @@ void register_bfloat16_forward(shape s) {
     const auto get = [data, rows, n]() -> bf16_tensors& {
         if (!*data) {
             const auto count = static_cast<std::size_t>(rows * n);
-            *data = std::make_shared<bf16_tensors>(bf16_tensors{bench::uniform_values<bf16>(count, 1, -2, 2), std::vector<bf16>(count),
-                                                                bench::uniform_values<bf16>(n, 5, 0.5f, 1.5f), bench::uniform_values<bf16>(n, 6, -2, 2),
-                                                                std::vector<float>(rows), std::vector<float>(rows)});
+            *data = std::make_shared<bf16_tensors>(
+                bf16_tensors{bench::uniform_values<bf16>(count, 1, -2, 2), std::vector<bf16>(count),
+                             bench::uniform_values<bf16>(n, 5, 0.5f, 1.5f), bench::uniform_values<bf16>(n, 6, -2, 2),
+                             std::vector<float>(rows), std::vector<float>(rows)});
         }
         return **data;
     };
@@ -310,7 +318,9 @@ struct page_allocator {
     template <class U>
     page_allocator(const page_allocator<U>& other) : huge(other.huge) {}
     static constexpr std::size_t huge_page = std::size_t(2) << 20;
-    static std::size_t rounded(std::size_t count) { return (count * sizeof(T) + huge_page - 1) / huge_page * huge_page; }
+    static std::size_t rounded(std::size_t count) {
+        return (count * sizeof(T) + huge_page - 1) / huge_page * huge_page;
+    }
     T* allocate(std::size_t count) {
         if (!huge) return std::allocator<T>().allocate(count);
         void* block = std::aligned_alloc(huge_page, rounded(count));
@@ -321,8 +331,10 @@ struct page_allocator {
         return static_cast<T*>(block);
     }
     void deallocate(T* block, std::size_t count) {
-        if (huge) std::free(block);
-        else std::allocator<T>().deallocate(block, count);
+        if (huge)
+            std::free(block);
+        else
+            std::allocator<T>().deallocate(block, count);
     }
     friend bool operator==(const page_allocator& a, const page_allocator& b) { return a.huge == b.huge; }
     friend bool operator!=(const page_allocator& a, const page_allocator& b) { return a.huge != b.huge; }
@@ -345,11 +357,16 @@ struct alternated_data {
     std::vector<Eigen::bfloat16> gamma16, beta16;
 
     alternated_data(index_type rows, index_type n, std::size_t count, bool huge_pages)
-        : x(page_allocator<float>(huge_pages)), y(page_allocator<float>(huge_pages)),
-          x16(page_allocator<Eigen::bfloat16>(huge_pages)), y16(page_allocator<Eigen::bfloat16>(huge_pages)),
-          gamma(bench::uniform_values<float>(n, 5, 0.5f, 1.5f)), beta(bench::uniform_values<float>(n, 6, -2, 2)),
-          mean(static_cast<std::size_t>(rows)), rstd(static_cast<std::size_t>(rows)),
-          gamma16(bench::uniform_values<Eigen::bfloat16>(n, 5, 0.5f, 1.5f)), beta16(bench::uniform_values<Eigen::bfloat16>(n, 6, -2, 2)) {
+        : x(page_allocator<float>(huge_pages)),
+          y(page_allocator<float>(huge_pages)),
+          x16(page_allocator<Eigen::bfloat16>(huge_pages)),
+          y16(page_allocator<Eigen::bfloat16>(huge_pages)),
+          gamma(bench::uniform_values<float>(n, 5, 0.5f, 1.5f)),
+          beta(bench::uniform_values<float>(n, 6, -2, 2)),
+          mean(static_cast<std::size_t>(rows)),
+          rstd(static_cast<std::size_t>(rows)),
+          gamma16(bench::uniform_values<Eigen::bfloat16>(n, 5, 0.5f, 1.5f)),
+          beta16(bench::uniform_values<Eigen::bfloat16>(n, 6, -2, 2)) {
         const auto values = bench::uniform_values<float>(count, 1, -2, 2);
         x.assign(values.begin(), values.end());
         y.assign(count, 0.0f);
@@ -362,50 +379,63 @@ constexpr index_type off_line = 8;
 
 enum class placement { on_line, off_line, huge_pages };
 
-void register_alternated_rate(shape s, bool layer, placement where, std::shared_ptr<std::shared_ptr<alternated_data>> data) {
+void register_alternated_rate(shape s, bool layer, placement where,
+                              std::shared_ptr<std::shared_ptr<alternated_data>> data) {
     const index_type rows = s.rows, n = s.cols, offset = where == placement::off_line ? off_line : 0;
     const std::string label = s.label(1) + ":bf16_vs_f32";
-    const char* implementation = where == placement::on_line ? "alternated" : where == placement::off_line ? "alternated_off_line" : "alternated_huge_pages";
+    const char* implementation = where == placement::on_line    ? "alternated"
+                                 : where == placement::off_line ? "alternated_off_line"
+                                                                : "alternated_huge_pages";
     const auto name = bench::case_name(layer ? "layer_norm_forward" : "rms_norm_forward", label, implementation);
-    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
-        bench::enter_shape(label);
-        if (!*data) *data = std::make_shared<alternated_data>(rows, n, static_cast<std::size_t>(rows * n + off_line), where == placement::huge_pages);
-        alternated_data& t = **data;
-        const auto elapsed = [](auto&& body) {
-            const auto start = std::chrono::steady_clock::now();
-            body();
-            benchmark::ClobberMemory();
-            return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        };
-        const auto run = [&](auto* x, auto* y, const auto& gamma, const auto& beta) {
-            return elapsed([&] {
-                if (layer)
-                    norm::layer_norm_forward(view(x + offset, rows, n), gamma, beta, view(y + offset, rows, n), t.mean, t.rstd);
-                else
-                    norm::rms_norm_forward(view(x + offset, rows, n), gamma, view(y + offset, rows, n), t.rstd);
-            });
-        };
-        const auto copy = [&](auto* x, auto* y) { return elapsed([&] { std::memcpy(y, x, static_cast<std::size_t>(rows * n) * sizeof(*x)); }); };
-        run(t.x.data(), t.y.data(), t.gamma, t.beta);  // warm-up: page in the outputs
-        run(t.x16.data(), t.y16.data(), t.gamma16, t.beta16);
-        std::vector<double> fp32, bf16, ratios, copy_ratios;
-        for (auto _ : state) {
-            fp32.push_back(run(t.x.data(), t.y.data(), t.gamma, t.beta));
-            bf16.push_back(run(t.x16.data(), t.y16.data(), t.gamma16, t.beta16));
-            ratios.push_back(fp32.back() / bf16.back());
-            const double copy32 = copy(t.x.data(), t.y.data());
-            copy_ratios.push_back(copy32 / copy(t.x16.data(), t.y16.data()));
-        }
-        const auto median = [](std::vector<double> values) {
-            std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
-            return values[values.size() / 2];
-        };
-        state.counters["fp32_ms"] = 1e3 * median(fp32);
-        state.counters["bf16_ms"] = 1e3 * median(bf16);
-        state.counters["rate_ratio"] = median(ratios);
-        state.counters["memcpy_ratio"] = median(copy_ratios);
-        state.counters["huge_page_gib"] = huge_page_gib();
-    })->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
+    benchmark::RegisterBenchmark(
+        name.c_str(),
+        [=](benchmark::State& state) {
+            bench::enter_shape(label);
+            if (!*data)
+                *data = std::make_shared<alternated_data>(rows, n, static_cast<std::size_t>(rows * n + off_line),
+                                                          where == placement::huge_pages);
+            alternated_data& t = **data;
+            const auto elapsed = [](auto&& body) {
+                const auto start = std::chrono::steady_clock::now();
+                body();
+                benchmark::ClobberMemory();
+                return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            };
+            const auto run = [&](auto* x, auto* y, const auto& gamma, const auto& beta) {
+                return elapsed([&] {
+                    if (layer)
+                        norm::layer_norm_forward(view(x + offset, rows, n), gamma, beta, view(y + offset, rows, n),
+                                                 t.mean, t.rstd);
+                    else
+                        norm::rms_norm_forward(view(x + offset, rows, n), gamma, view(y + offset, rows, n), t.rstd);
+                });
+            };
+            const auto copy = [&](auto* x, auto* y) {
+                return elapsed([&] { std::memcpy(y, x, static_cast<std::size_t>(rows * n) * sizeof(*x)); });
+            };
+            run(t.x.data(), t.y.data(), t.gamma, t.beta);  // warm-up: page in the outputs
+            run(t.x16.data(), t.y16.data(), t.gamma16, t.beta16);
+            std::vector<double> fp32, bf16, ratios, copy_ratios;
+            for (auto _ : state) {
+                fp32.push_back(run(t.x.data(), t.y.data(), t.gamma, t.beta));
+                bf16.push_back(run(t.x16.data(), t.y16.data(), t.gamma16, t.beta16));
+                ratios.push_back(fp32.back() / bf16.back());
+                const double copy32 = copy(t.x.data(), t.y.data());
+                copy_ratios.push_back(copy32 / copy(t.x16.data(), t.y16.data()));
+            }
+            const auto median = [](std::vector<double> values) {
+                std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+                return values[values.size() / 2];
+            };
+            state.counters["fp32_ms"] = 1e3 * median(fp32);
+            state.counters["bf16_ms"] = 1e3 * median(bf16);
+            state.counters["rate_ratio"] = median(ratios);
+            state.counters["memcpy_ratio"] = median(copy_ratios);
+            state.counters["huge_page_gib"] = huge_page_gib();
+        })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(2.0);
 }
 
 // The alternated cases on 4 KiB pages share one set of buffers (3 GiB); those on 2 MiB pages have
@@ -413,10 +443,14 @@ void register_alternated_rate(shape s, bool layer, placement where, std::shared_
 void register_alternated_rates(shape s) {
     auto data = std::make_shared<std::shared_ptr<alternated_data>>();
     auto huge_data = std::make_shared<std::shared_ptr<alternated_data>>();
-    bench::release_on_shape_change([data, huge_data] { data->reset(); huge_data->reset(); });
+    bench::release_on_shape_change([data, huge_data] {
+        data->reset();
+        huge_data->reset();
+    });
     for (const placement where : {placement::on_line, placement::off_line, placement::huge_pages}) {
         if (where == placement::huge_pages && !can_ask_for_huge_pages) continue;
-        for (const bool layer : {true, false}) register_alternated_rate(s, layer, where, where == placement::huge_pages ? huge_data : data);
+        for (const bool layer : {true, false})
+            register_alternated_rate(s, layer, where, where == placement::huge_pages ? huge_data : data);
     }
 }
 
@@ -430,10 +464,11 @@ const bool registered = [] {
             register_rms_norm(s, lazy, threads);
         }
         if (s.rows == 65536)  // the fp32 yardstick of register_bfloat16_forward's scale_copy
-            register_case("rms_norm_forward", s.label(1), "scale_copy", 2.0 * static_cast<double>(s.rows * s.cols) * sizeof(float), [lazy] {
-                auto& t = lazy->get();
-                scale_copy(t.x.data(), t.y.data(), lazy->rows, lazy->cols);
-            });
+            register_case("rms_norm_forward", s.label(1), "scale_copy",
+                          2.0 * static_cast<double>(s.rows * s.cols) * sizeof(float), [lazy] {
+                              auto& t = lazy->get();
+                              scale_copy(t.x.data(), t.y.data(), lazy->rows, lazy->cols);
+                          });
     }
     register_bfloat16_forward(shape{65536, 4096});
     register_alternated_rates(shape{65536, 4096});

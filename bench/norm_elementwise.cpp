@@ -36,16 +36,25 @@ namespace {
 using namespace normkit;
 using bench::register_case;
 
-
 template <class T>
 struct tensors {
     index_type rows, cols;
     std::vector<T> x, y, dy, dx, gamma, beta, alpha;
     std::vector<float> rstd, dgamma, dbeta, dalpha;
     tensors(index_type rows_, index_type cols_)
-        : rows(rows_), cols(cols_), x(bench::uniform_values<T>(rows * cols, 1, -3, 3)), y(rows * cols), dy(bench::uniform_values<T>(rows * cols, 2, -1, 1)),
-          dx(rows * cols), gamma(bench::uniform_values<T>(cols, 3, 0.5f, 1.5f)), beta(bench::uniform_values<T>(cols, 4, -0.1f, 0.1f)),
-          alpha(bench::uniform_values<T>(cols, 5, 0.5f, 1.5f)), rstd(rows), dgamma(cols), dbeta(cols), dalpha(cols) {}
+        : rows(rows_),
+          cols(cols_),
+          x(bench::uniform_values<T>(rows * cols, 1, -3, 3)),
+          y(rows * cols),
+          dy(bench::uniform_values<T>(rows * cols, 2, -1, 1)),
+          dx(rows * cols),
+          gamma(bench::uniform_values<T>(cols, 3, 0.5f, 1.5f)),
+          beta(bench::uniform_values<T>(cols, 4, -0.1f, 0.1f)),
+          alpha(bench::uniform_values<T>(cols, 5, 0.5f, 1.5f)),
+          rstd(rows),
+          dgamma(cols),
+          dbeta(cols),
+          dalpha(cols) {}
 };
 
 // Shared by every case of one shape and type, created on first use (the warm-up call).
@@ -75,7 +84,8 @@ torch::Tensor wrap(std::vector<T>& values, std::vector<int64_t> sizes) {
 // are read against.
 template <class C, class T, class F>
 void bare_loop(const T* x, T* y, index_type count, F function) {
-    core::for_each_batch<C>(count, [&](index_type i, index_type c) { core::store(y + i, function(core::load(x + i, c)), c); });
+    core::for_each_batch<C>(count,
+                            [&](index_type i, index_type c) { core::store(y + i, function(core::load(x + i, c)), c); });
     benchmark::DoNotOptimize(y);
 }
 
@@ -115,17 +125,19 @@ void register_pointwise(index_type rows, index_type cols) {
     });
     register_case("dyt_forward", label, "bare_tanh", forward_bytes, [=] {
         auto& d = t->get();
-        bare_loop<C>(d.x.data(), d.y.data(), rows * cols, [a = core::batch<C>(static_cast<C>(alpha))](const auto& x) { return core::tanh(x * a); });
+        bare_loop<C>(d.x.data(), d.y.data(), rows * cols,
+                     [a = core::batch<C>(static_cast<C>(alpha))](const auto& x) { return core::tanh(x * a); });
     });
     register_case("dyt_forward", label, "xsimd_tanh", forward_bytes, [=] {
         auto& d = t->get();
-        bare_loop<C>(d.x.data(), d.y.data(), rows * cols, [a = core::batch<C>(static_cast<C>(alpha))](const auto& x) { return xsimd_tanh(x * a); });
+        bare_loop<C>(d.x.data(), d.y.data(), rows * cols,
+                     [a = core::batch<C>(static_cast<C>(alpha))](const auto& x) { return xsimd_tanh(x * a); });
     });
     bench::register_memcpy("dyt_backward", label, backward_bytes);
     register_case("dyt_backward", label, "normkit", backward_bytes, [=] {
         auto& d = t->get();
-        benchmark::DoNotOptimize(norm::dyt_backward(view(d.dy.data(), rows, cols), view(d.x.data(), rows, cols), alpha, d.gamma,
-                                                    view(d.dx.data(), rows, cols), d.dgamma, d.dbeta));
+        benchmark::DoNotOptimize(norm::dyt_backward(view(d.dy.data(), rows, cols), view(d.x.data(), rows, cols), alpha,
+                                                    d.gamma, view(d.dx.data(), rows, cols), d.dgamma, d.dbeta));
     });
     bench::register_memcpy("derf_forward", label, forward_bytes);
     register_case("derf_forward", label, "normkit", forward_bytes, [=] {
@@ -135,35 +147,40 @@ void register_pointwise(index_type rows, index_type cols) {
     register_case("derf_forward", label, "bare_erf", forward_bytes, [=] {
         auto& d = t->get();
         bare_loop<C>(d.x.data(), d.y.data(), rows * cols,
-                     [a = core::batch<C>(static_cast<C>(alpha)), s = core::batch<C>(static_cast<C>(shift))](const auto& x) { return core::erf(x * a + s); });
+                     [a = core::batch<C>(static_cast<C>(alpha)),
+                      s = core::batch<C>(static_cast<C>(shift))](const auto& x) { return core::erf(x * a + s); });
     });
     register_case("derf_forward", label, "xsimd_erf", forward_bytes, [=] {
         auto& d = t->get();
         bare_loop<C>(d.x.data(), d.y.data(), rows * cols,
-                     [a = core::batch<C>(static_cast<C>(alpha)), s = core::batch<C>(static_cast<C>(shift))](const auto& x) { return xsimd_erf(x * a + s); });
+                     [a = core::batch<C>(static_cast<C>(alpha)),
+                      s = core::batch<C>(static_cast<C>(shift))](const auto& x) { return xsimd_erf(x * a + s); });
     });
     bench::register_memcpy("derf_backward", label, backward_bytes);
     register_case("derf_backward", label, "normkit", backward_bytes, [=] {
         auto& d = t->get();
-        benchmark::DoNotOptimize(norm::derf_backward(view(d.dy.data(), rows, cols), view(d.x.data(), rows, cols), alpha, shift, d.gamma,
-                                                     view(d.dx.data(), rows, cols), d.dgamma, d.dbeta));
+        benchmark::DoNotOptimize(norm::derf_backward(view(d.dy.data(), rows, cols), view(d.x.data(), rows, cols), alpha,
+                                                     shift, d.gamma, view(d.dx.data(), rows, cols), d.dgamma, d.dbeta));
     });
     norm::seed_norm_options seed_options;
     seed_options.heads = 16;
     bench::register_memcpy("seed_norm_forward", label, forward_bytes);
     register_case("seed_norm_forward", label, "normkit", forward_bytes, [=] {
         auto& d = t->get();
-        norm::seed_norm_forward(view(d.x.data(), rows, cols), d.alpha, d.beta, d.gamma, view(d.y.data(), rows, cols), d.rstd, seed_options);
+        norm::seed_norm_forward(view(d.x.data(), rows, cols), d.alpha, d.beta, d.gamma, view(d.y.data(), rows, cols),
+                                d.rstd, seed_options);
     });
     bench::register_memcpy("seed_norm_backward", label, backward_bytes);
     auto rstd_ready = std::make_shared<bool>(false);
     register_case("seed_norm_backward", label, "normkit", backward_bytes, [=] {
         auto& d = t->get();
         if (!*rstd_ready) {  // the forward's saved rstd, once (the warm-up call)
-            norm::seed_norm_forward(view(d.x.data(), rows, cols), d.alpha, d.beta, d.gamma, view(d.y.data(), rows, cols), d.rstd, seed_options);
+            norm::seed_norm_forward(view(d.x.data(), rows, cols), d.alpha, d.beta, d.gamma,
+                                    view(d.y.data(), rows, cols), d.rstd, seed_options);
             *rstd_ready = true;
         }
-        norm::seed_norm_backward(view(d.dy.data(), rows, cols), view(d.x.data(), rows, cols), d.alpha, d.beta, d.gamma, view(d.dx.data(), rows, cols), d.dalpha, d.dbeta, d.dgamma, d.rstd, seed_options);
+        norm::seed_norm_backward(view(d.dy.data(), rows, cols), view(d.x.data(), rows, cols), d.alpha, d.beta, d.gamma,
+                                 view(d.dx.data(), rows, cols), d.dalpha, d.dbeta, d.dgamma, d.rstd, seed_options);
     });
 
 #ifdef NORMKIT_HAVE_TORCH
@@ -182,13 +199,15 @@ void register_pointwise(index_type rows, index_type cols) {
         auto y = wrap(d.y, {rows, cols});
         y.copy_(torch::erf(wrap(d.x, {rows, cols}) * alpha + shift) * wrap(d.gamma, {cols}) + wrap(d.beta, {cols}));
     });
-    const auto scalar_options = torch::TensorOptions().dtype(std::is_same_v<T, float> ? torch::kFloat32 : torch::kBFloat16);
+    const auto scalar_options =
+        torch::TensorOptions().dtype(std::is_same_v<T, float> ? torch::kFloat32 : torch::kBFloat16);
     register_case("dyt_backward", label, "torch", backward_bytes, [=] {
         auto& d = t->get();
         at::set_num_threads(1);
         auto x = wrap(d.x, {rows, cols}).detach().requires_grad_(true);
         auto a = torch::full({1}, alpha, scalar_options).requires_grad_(true);
-        auto g = wrap(d.gamma, {cols}).detach().requires_grad_(true), b = wrap(d.beta, {cols}).detach().requires_grad_(true);
+        auto g = wrap(d.gamma, {cols}).detach().requires_grad_(true),
+             b = wrap(d.beta, {cols}).detach().requires_grad_(true);
         (torch::tanh(x * a) * g + b).backward(wrap(d.dy, {rows, cols}));
         benchmark::DoNotOptimize(x.grad().data_ptr());
     });
@@ -196,30 +215,37 @@ void register_pointwise(index_type rows, index_type cols) {
         auto& d = t->get();
         at::set_num_threads(1);
         auto x = wrap(d.x, {rows, cols}).detach().requires_grad_(true);
-        auto a = torch::full({1}, alpha, scalar_options).requires_grad_(true), s = torch::full({1}, shift, scalar_options).requires_grad_(true);
-        auto g = wrap(d.gamma, {cols}).detach().requires_grad_(true), b = wrap(d.beta, {cols}).detach().requires_grad_(true);
+        auto a = torch::full({1}, alpha, scalar_options).requires_grad_(true),
+             s = torch::full({1}, shift, scalar_options).requires_grad_(true);
+        auto g = wrap(d.gamma, {cols}).detach().requires_grad_(true),
+             b = wrap(d.beta, {cols}).detach().requires_grad_(true);
         (torch::erf(x * a + s) * g + b).backward(wrap(d.dy, {rows, cols}));
         benchmark::DoNotOptimize(x.grad().data_ptr());
     });
-    const auto seed_norm_composition = [](const torch::Tensor& x, const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& g,
-                                          int64_t rows_, int64_t cols_, int64_t heads) {
+    const auto seed_norm_composition = [](const torch::Tensor& x, const torch::Tensor& a, const torch::Tensor& b,
+                                          const torch::Tensor& g, int64_t rows_, int64_t cols_, int64_t heads) {
         const auto xf = x.to(torch::kFloat32);
-        const auto seeds = torch::tanh((xf.view({rows_, heads, cols_ / heads}) * b.to(torch::kFloat32).view({heads, cols_ / heads})).sum(-1, true));
-        const auto gain = (seeds * a.to(torch::kFloat32).view({heads, cols_ / heads})).view({rows_, cols_}) + g.to(torch::kFloat32);
+        const auto seeds =
+            torch::tanh((xf.view({rows_, heads, cols_ / heads}) * b.to(torch::kFloat32).view({heads, cols_ / heads}))
+                            .sum(-1, true));
+        const auto gain =
+            (seeds * a.to(torch::kFloat32).view({heads, cols_ / heads})).view({rows_, cols_}) + g.to(torch::kFloat32);
         return (gain * xf * torch::rsqrt(xf.pow(2).mean(-1, true) + 1e-5)).to(x.scalar_type());
     };
     register_case("seed_norm_forward", label, "torch", forward_bytes, [=] {
         auto& d = t->get();
         at::set_num_threads(1);
         torch::NoGradGuard no_grad;
-        wrap(d.y, {rows, cols}).copy_(seed_norm_composition(wrap(d.x, {rows, cols}), wrap(d.alpha, {cols}), wrap(d.beta, {cols}),
-                                                            wrap(d.gamma, {cols}), rows, cols, 16));
+        wrap(d.y, {rows, cols})
+            .copy_(seed_norm_composition(wrap(d.x, {rows, cols}), wrap(d.alpha, {cols}), wrap(d.beta, {cols}),
+                                         wrap(d.gamma, {cols}), rows, cols, 16));
     });
     register_case("seed_norm_backward", label, "torch", backward_bytes, [=] {
         auto& d = t->get();
         at::set_num_threads(1);
         auto x = wrap(d.x, {rows, cols}).detach().requires_grad_(true);
-        auto a = wrap(d.alpha, {cols}).detach().requires_grad_(true), b = wrap(d.beta, {cols}).detach().requires_grad_(true),
+        auto a = wrap(d.alpha, {cols}).detach().requires_grad_(true),
+             b = wrap(d.beta, {cols}).detach().requires_grad_(true),
              g = wrap(d.gamma, {cols}).detach().requires_grad_(true);
         seed_norm_composition(x, a, b, g, rows, cols, 16).backward(wrap(d.dy, {rows, cols}));
         benchmark::DoNotOptimize(x.grad().data_ptr());
@@ -239,7 +265,8 @@ void register_logits(index_type rows, index_type classes) {
     bench::register_memcpy("logit_norm_loss_gradient", label, 2 * count * sizeof(T));
     register_case("logit_norm_loss_gradient", label, "normkit", 2 * count * sizeof(T), [=] {
         auto& d = t->get();
-        benchmark::DoNotOptimize(norm::logit_norm_loss_gradient(view(d.x.data(), rows, classes), *labels, view(d.dx.data(), rows, classes)));
+        benchmark::DoNotOptimize(
+            norm::logit_norm_loss_gradient(view(d.x.data(), rows, classes), *labels, view(d.dx.data(), rows, classes)));
     });
     bench::register_memcpy("selective_score", label, count * sizeof(T));
     register_case("selective_score", label, "normkit", count * sizeof(T), [=] {

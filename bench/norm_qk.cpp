@@ -31,7 +31,6 @@ namespace {
 using namespace normkit;
 using bench::register_case;
 
-
 // The buffers of one case, filled on first use so a filtered run allocates only what it times.
 template <class T>
 struct buffers {
@@ -48,10 +47,13 @@ struct lazy {
             const auto count = static_cast<std::size_t>(rows * cols);
             const auto width = static_cast<std::size_t>(rows / tokens * cols);
             data = std::make_shared<buffers<T>>(buffers<T>{
-                bench::uniform_values<T>(count, 1, -2, 2), bench::uniform_values<T>(count, 2, -2, 2), std::vector<T>(count), std::vector<T>(count), bench::uniform_values<T>(count, 3, -1, 1),
-                bench::uniform_values<T>(count, 4, -1, 1), std::vector<T>(count), std::vector<T>(count), bench::uniform_values<T>(cols, 5, 0.5f, 1.5f),
-                bench::uniform_values<T>(width, 6, 0.5f, 1.5f), std::vector<float>(rows), std::vector<float>(rows), std::vector<float>(cols),
-                std::vector<float>(cols), std::vector<float>(tokens), std::vector<float>(tokens), std::vector<float>(width), std::vector<float>(width)});
+                bench::uniform_values<T>(count, 1, -2, 2), bench::uniform_values<T>(count, 2, -2, 2),
+                std::vector<T>(count), std::vector<T>(count), bench::uniform_values<T>(count, 3, -1, 1),
+                bench::uniform_values<T>(count, 4, -1, 1), std::vector<T>(count), std::vector<T>(count),
+                bench::uniform_values<T>(cols, 5, 0.5f, 1.5f), bench::uniform_values<T>(width, 6, 0.5f, 1.5f),
+                std::vector<float>(rows), std::vector<float>(rows), std::vector<float>(cols), std::vector<float>(cols),
+                std::vector<float>(tokens), std::vector<float>(tokens), std::vector<float>(width),
+                std::vector<float>(width)});
         }
         return *data;
     }
@@ -71,7 +73,8 @@ void register_qk(index_type tokens, index_type heads, index_type d) {
     const std::string type = std::is_same_v<T, float> ? "" : ":bf16";
     const std::string label = std::to_string(tokens) + "x" + std::to_string(heads) + "x" + std::to_string(d) + type;
     const index_type rows = tokens * heads;
-    const double elements = static_cast<double>(rows * d), forward_bytes = 4 * elements * sizeof(T), backward_bytes = 6 * elements * sizeof(T);
+    const double elements = static_cast<double>(rows * d), forward_bytes = 4 * elements * sizeof(T),
+                 backward_bytes = 6 * elements * sizeof(T);
     auto data = std::make_shared<lazy<T>>(lazy<T>{rows, d, tokens, nullptr});
     bench::release_on_shape_change([data] { data->data.reset(); });
     const auto qwen3 = norm::presets::qwen3();
@@ -85,28 +88,40 @@ void register_qk(index_type tokens, index_type heads, index_type d) {
 
     register_case("qk_rms_norm_forward", label, "normkit", forward_bytes, [=] {
         auto& b = data->get();
-        norm::qk_rms_norm_forward(view(b.q.data(), rows, d), view(b.k.data(), rows, d), b.weight, b.weight, view(b.q_out.data(), rows, d), view(b.k_out.data(), rows, d), b.q_rstd, b.k_rstd, qwen3);
+        norm::qk_rms_norm_forward(view(b.q.data(), rows, d), view(b.k.data(), rows, d), b.weight, b.weight,
+                                  view(b.q_out.data(), rows, d), view(b.k_out.data(), rows, d), b.q_rstd, b.k_rstd,
+                                  qwen3);
     });
     register_case("qk_rms_norm_backward", label, "normkit", backward_bytes, [=] {
         auto& b = data->get();
-        norm::qk_rms_norm_backward(view(b.dq_out.data(), rows, d), view(b.dk_out.data(), rows, d), view(b.q.data(), rows, d), view(b.k.data(), rows, d), b.weight, b.weight, view(b.dq.data(), rows, d), view(b.dk.data(), rows, d), b.dq_weight, b.dk_weight, b.q_rstd, b.k_rstd, qwen3);
+        norm::qk_rms_norm_backward(view(b.dq_out.data(), rows, d), view(b.dk_out.data(), rows, d),
+                                   view(b.q.data(), rows, d), view(b.k.data(), rows, d), b.weight, b.weight,
+                                   view(b.dq.data(), rows, d), view(b.dk.data(), rows, d), b.dq_weight, b.dk_weight,
+                                   b.q_rstd, b.k_rstd, qwen3);
     });
     register_case("qk_full_width_rms_norm_forward", label, "normkit", forward_bytes, [=] {
         auto& b = data->get();
-        norm::qk_full_width_rms_norm_forward(view(b.q.data(), rows, d), view(b.k.data(), rows, d), b.wide_weight, b.wide_weight, view(b.q_out.data(), rows, d), view(b.k_out.data(), rows, d), b.wide_q_rstd, b.wide_k_rstd, olmo2);
+        norm::qk_full_width_rms_norm_forward(view(b.q.data(), rows, d), view(b.k.data(), rows, d), b.wide_weight,
+                                             b.wide_weight, view(b.q_out.data(), rows, d),
+                                             view(b.k_out.data(), rows, d), b.wide_q_rstd, b.wide_k_rstd, olmo2);
     });
     register_case("qk_full_width_rms_norm_backward", label, "normkit", backward_bytes, [=] {
         auto& b = data->get();
-        norm::qk_full_width_rms_norm_backward(view(b.dq_out.data(), rows, d), view(b.dk_out.data(), rows, d), view(b.q.data(), rows, d), view(b.k.data(), rows, d), b.wide_weight, b.wide_weight, view(b.dq.data(), rows, d), view(b.dk.data(), rows, d), b.wide_dq_weight, b.wide_dk_weight, b.wide_q_rstd, b.wide_k_rstd, olmo2);
+        norm::qk_full_width_rms_norm_backward(view(b.dq_out.data(), rows, d), view(b.dk_out.data(), rows, d),
+                                              view(b.q.data(), rows, d), view(b.k.data(), rows, d), b.wide_weight,
+                                              b.wide_weight, view(b.dq.data(), rows, d), view(b.dk.data(), rows, d),
+                                              b.wide_dq_weight, b.wide_dk_weight, b.wide_q_rstd, b.wide_k_rstd, olmo2);
     });
     register_case("qk_l2_norm_forward", label, "normkit", forward_bytes, [=] {
         auto& b = data->get();
-        norm::qk_l2_norm_forward(view(b.q.data(), rows, d), view(b.k.data(), rows, d), gain, view(b.q_out.data(), rows, d), view(b.k_out.data(), rows, d));
+        norm::qk_l2_norm_forward(view(b.q.data(), rows, d), view(b.k.data(), rows, d), gain,
+                                 view(b.q_out.data(), rows, d), view(b.k_out.data(), rows, d));
     });
     register_case("qk_l2_norm_backward", label, "normkit", backward_bytes, [=] {
         auto& b = data->get();
-        benchmark::DoNotOptimize(norm::qk_l2_norm_backward(view(b.dq_out.data(), rows, d), view(b.dk_out.data(), rows, d), view(b.q.data(), rows, d),
-                                                           view(b.k.data(), rows, d), gain, view(b.dq.data(), rows, d), view(b.dk.data(), rows, d)));
+        benchmark::DoNotOptimize(norm::qk_l2_norm_backward(
+            view(b.dq_out.data(), rows, d), view(b.dk_out.data(), rows, d), view(b.q.data(), rows, d),
+            view(b.k.data(), rows, d), gain, view(b.dq.data(), rows, d), view(b.dk.data(), rows, d)));
     });
 
 #ifdef NORMKIT_HAVE_TORCH
@@ -117,8 +132,10 @@ void register_qk(index_type tokens, index_type heads, index_type d) {
     };
     const auto rms = [](const torch::Tensor& x, const torch::Tensor& w, double eps, bool full_width) {
         const auto xf = x.to(torch::kFloat32);
-        const auto normalized = full_width ? xf * torch::rsqrt(xf.pow(2).mean({-2, -1}, true) + eps) : xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
-        return full_width ? (w.to(torch::kFloat32) * normalized).to(x.scalar_type()) : w * normalized.to(x.scalar_type());
+        const auto normalized = full_width ? xf * torch::rsqrt(xf.pow(2).mean({-2, -1}, true) + eps)
+                                           : xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
+        return full_width ? (w.to(torch::kFloat32) * normalized).to(x.scalar_type())
+                          : w * normalized.to(x.scalar_type());
     };
     const auto l2 = [](const torch::Tensor& x, double g) {
         return g * torch::nn::functional::normalize(x, torch::nn::functional::NormalizeFuncOptions().p(2).dim(-1));
@@ -135,7 +152,8 @@ void register_qk(index_type tokens, index_type heads, index_type d) {
                 y_q = l2(q, gain), y_k = l2(k, 1.0);
             } else {
                 const auto w = form == 0 ? wrap(b.weight, {d}) : wrap(b.wide_weight, {heads, d});
-                y_q = rms(q, w, form == 0 ? 1e-6 : 1e-5, form == 1), y_k = rms(k, w, form == 0 ? 1e-6 : 1e-5, form == 1);
+                y_q = rms(q, w, form == 0 ? 1e-6 : 1e-5, form == 1),
+                y_k = rms(k, w, form == 0 ? 1e-6 : 1e-5, form == 1);
             }
             benchmark::DoNotOptimize(y_q.data_ptr());
             benchmark::DoNotOptimize(y_k.data_ptr());
@@ -152,13 +170,15 @@ void register_qk(index_type tokens, index_type heads, index_type d) {
                 } else {
                     const auto w = form == 0 ? wrap(b.weight, {d}) : wrap(b.wide_weight, {heads, d});
                     saved->w_q = w.clone().requires_grad_(true), saved->w_k = w.clone().requires_grad_(true);
-                    saved->y_q = rms(saved->q, saved->w_q, 1e-6, form == 1), saved->y_k = rms(saved->k, saved->w_k, 1e-6, form == 1);
+                    saved->y_q = rms(saved->q, saved->w_q, 1e-6, form == 1),
+                    saved->y_k = rms(saved->k, saved->w_k, 1e-6, form == 1);
                 }
             }
             std::vector<torch::Tensor> inputs = {saved->q, saved->k};
             if (form != 2) inputs.insert(inputs.end(), {saved->w_q, saved->w_k});
-            const auto gradients = torch::autograd::grad({saved->y_q, saved->y_k}, inputs,
-                                                         {wrap(b.dq_out, {tokens, heads, d}), wrap(b.dk_out, {tokens, heads, d})}, true);
+            const auto gradients =
+                torch::autograd::grad({saved->y_q, saved->y_k}, inputs,
+                                      {wrap(b.dq_out, {tokens, heads, d}), wrap(b.dk_out, {tokens, heads, d})}, true);
             benchmark::DoNotOptimize(gradients[0].data_ptr());
         });
     }
@@ -182,25 +202,29 @@ void register_rows(index_type rows, index_type n) {
     register_memcpy("l2_norm_backward", label, 3 * elements * sizeof(T));
     register_case("l2_norm_backward", label, "normkit", 3 * elements * sizeof(T), [=] {
         auto& b = data->get();
-        benchmark::DoNotOptimize(norm::l2_norm_backward(view(b.dq_out.data(), rows, n), view(b.q.data(), rows, n), gain, view(b.dq.data(), rows, n)));
+        benchmark::DoNotOptimize(norm::l2_norm_backward(view(b.dq_out.data(), rows, n), view(b.q.data(), rows, n), gain,
+                                                        view(b.dq.data(), rows, n)));
     });
     register_memcpy("fused_add_rms_norm_forward", label, 4 * elements * sizeof(T));
     register_case("fused_add_rms_norm_forward", label, "normkit", 4 * elements * sizeof(T), [=] {
         auto& b = data->get();
         // The stream keeps growing across iterations; RMSNorm is scale-invariant, so the work is the same.
-        norm::fused_add_rms_norm_forward(view(b.q.data(), rows, n), b.weight, view(b.k.data(), rows, n), view(b.q_out.data(), rows, n), b.q_rstd);
+        norm::fused_add_rms_norm_forward(view(b.q.data(), rows, n), b.weight, view(b.k.data(), rows, n),
+                                         view(b.q_out.data(), rows, n), b.q_rstd);
     });
     register_memcpy("fused_add_rms_norm_backward", label, 4 * elements * sizeof(T));
     register_case("fused_add_rms_norm_backward", label, "normkit", 4 * elements * sizeof(T), [=] {
         auto& b = data->get();
-        norm::fused_add_rms_norm_backward(view(b.dq_out.data(), rows, n), view(b.k.data(), rows, n), b.weight, view(b.dk_out.data(), rows, n), b.dq_weight, b.q_rstd);
+        norm::fused_add_rms_norm_backward(view(b.dq_out.data(), rows, n), view(b.k.data(), rows, n), b.weight,
+                                          view(b.dk_out.data(), rows, n), b.dq_weight, b.q_rstd);
     });
 #ifdef NORMKIT_HAVE_TORCH
     register_case("l2_norm_forward", label, "torch", 2 * elements * sizeof(T), [=] {
         auto& b = data->get();
         at::set_num_threads(1);
         torch::NoGradGuard no_grad;
-        const auto y = gain * torch::nn::functional::normalize(wrap(b.q, {rows, n}), torch::nn::functional::NormalizeFuncOptions().p(2).dim(-1));
+        const auto y = gain * torch::nn::functional::normalize(
+                                  wrap(b.q, {rows, n}), torch::nn::functional::NormalizeFuncOptions().p(2).dim(-1));
         benchmark::DoNotOptimize(y.data_ptr());
     });
     register_case("fused_add_rms_norm_forward", label, "torch", 4 * elements * sizeof(T), [=] {
@@ -210,7 +234,8 @@ void register_rows(index_type rows, index_type n) {
         auto stream = wrap(b.k, {rows, n});
         stream.add_(wrap(b.q, {rows, n}));
         const auto hf = stream.to(torch::kFloat32);
-        const auto y = (hf * torch::rsqrt(hf.pow(2).mean(-1, true) + 1e-6) * wrap(b.weight, {n}).to(torch::kFloat32)).to(stream.scalar_type());
+        const auto y = (hf * torch::rsqrt(hf.pow(2).mean(-1, true) + 1e-6) * wrap(b.weight, {n}).to(torch::kFloat32))
+                           .to(stream.scalar_type());
         benchmark::DoNotOptimize(y.data_ptr());
     });
 #endif
@@ -219,7 +244,8 @@ void register_rows(index_type rows, index_type n) {
 // bf16 against fp32 beyond the last-level cache: the element rate is what the storage type buys.
 template <class T>
 void register_storage_rate(index_type rows, index_type n) {
-    const std::string label = std::to_string(rows) + "x" + std::to_string(n) + (std::is_same_v<T, float> ? ":f32" : ":bf16");
+    const std::string label =
+        std::to_string(rows) + "x" + std::to_string(n) + (std::is_same_v<T, float> ? ":f32" : ":bf16");
     const double bytes = 2.0 * static_cast<double>(rows * n) * sizeof(T);
     auto data = std::make_shared<lazy<T>>(lazy<T>{rows, n, rows, nullptr});
     bench::release_on_shape_change([data] { data->data.reset(); });

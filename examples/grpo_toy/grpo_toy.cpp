@@ -74,12 +74,12 @@ using MatrixMap = Eigen::Map<Matrix>;
 using VectorMap = Eigen::Map<Eigen::VectorXf>;
 using Mask = Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-constexpr index_type targets = 28;              // S ∈ [0, 27]: reachable with 3 digits and EOS
+constexpr index_type targets = 28;  // S ∈ [0, 27]: reachable with 3 digits and EOS
 constexpr index_type digits = 10;
 constexpr index_type end_of_response = digits;  // the EOS token id
 constexpr index_type vocabulary = digits + 1;
-constexpr index_type max_length = 4;            // response positions
-constexpr index_type width = 32;                // d_model
+constexpr index_type max_length = 4;  // response positions
+constexpr index_type width = 32;      // d_model
 constexpr index_type hidden = 64;
 
 // ---------------------------------------------------------------- options
@@ -144,11 +144,11 @@ struct weights {
     VectorMap norm;                     // RMSNorm w
     MatrixMap w1;                       // hidden × width
     VectorMap b1;
-    MatrixMap w2;                       // vocabulary × hidden
+    MatrixMap w2;  // vocabulary × hidden
     VectorMap b2;
 
-    static constexpr index_type count =
-        (targets + max_length + vocabulary) * width + width + hidden * width + hidden + vocabulary * hidden + vocabulary;
+    static constexpr index_type count = (targets + max_length + vocabulary) * width + width + hidden * width + hidden +
+                                        vocabulary * hidden + vocabulary;
 
     explicit weights(float* p)
         : target(p, targets, width),
@@ -222,7 +222,8 @@ void embed_forward(const weights& w, const responses& batch, const std::vector<r
     for (index_type r = 0; r < h.rows(); ++r) {
         const auto [i, t] = rows[static_cast<std::size_t>(r)];
         h.row(r) = w.target.row(batch.target[static_cast<std::size_t>(i)]) + w.position.row(t);
-        for (index_type u = 0; u < t; ++u) h.row(r) += w.token.row(batch.tokens[static_cast<std::size_t>(i * max_length + u)]);
+        for (index_type u = 0; u < t; ++u)
+            h.row(r) += w.token.row(batch.tokens[static_cast<std::size_t>(i * max_length + u)]);
     }
 }
 
@@ -232,7 +233,8 @@ void embed_backward(weights& grad, const responses& batch, const std::vector<row
         const auto [i, t] = rows[static_cast<std::size_t>(r)];
         grad.target.row(batch.target[static_cast<std::size_t>(i)]) += dh.row(r);
         grad.position.row(t) += dh.row(r);
-        for (index_type u = 0; u < t; ++u) grad.token.row(batch.tokens[static_cast<std::size_t>(i * max_length + u)]) += dh.row(r);
+        for (index_type u = 0; u < t; ++u)
+            grad.token.row(batch.tokens[static_cast<std::size_t>(i * max_length + u)]) += dh.row(r);
     }
 }
 
@@ -252,7 +254,8 @@ void forward(const weights& w, const responses& batch, const std::vector<row>& r
 }
 
 // From dL/dz back to every parameter; grad is overwritten.
-void backward(const weights& w, weights& grad, const responses& batch, const std::vector<row>& rows, const activations& act, const Matrix& dz) {
+void backward(const weights& w, weights& grad, const responses& batch, const std::vector<row>& rows,
+              const activations& act, const Matrix& dz) {
     // dW2 = dzᵀ·a,  db2 = Σ_rows dz,  da = dz·W2
     grad.w2 = dz.transpose() * act.a;
     grad.b2 = dz.colwise().sum().transpose();
@@ -326,8 +329,10 @@ reward_columns score(const responses& batch, double format_weight) {
         bool closed = false;
         for (index_type t = 0; t < max_length && !closed; ++t) {
             const index_type token = batch.tokens[static_cast<std::size_t>(i * max_length + t)];
-            if (token == end_of_response) closed = true;
-            else sum += token;
+            if (token == end_of_response)
+                closed = true;
+            else
+                sum += token;
         }
         const index_type miss = std::abs(sum - batch.target[static_cast<std::size_t>(i)]);
         r.columns(i, 0) = 1.0f - static_cast<float>(std::min<index_type>(miss, 5)) / 5.0f;
@@ -361,15 +366,17 @@ std::vector<row> response_rows(index_type begin, index_type end) {
 
 // The PPO loss of samples [begin, end) against the rollout's log-probs and,
 // when grad is given, its gradient with respect to every weight (overwritten).
-normkit::loss::policy_loss_result minibatch_loss(const config& c, const weights& w, weights* grad, const responses& batch, index_type begin,
-                                                 index_type end, const Matrix& old_log_probs, const std::vector<float>& advantages,
+normkit::loss::policy_loss_result minibatch_loss(const config& c, const weights& w, weights* grad,
+                                                 const responses& batch, index_type begin, index_type end,
+                                                 const Matrix& old_log_probs, const std::vector<float>& advantages,
                                                  const normkit::loss::policy_loss_options& loss_options) {
     const index_type part = end - begin;
     const std::vector<row> rows = response_rows(begin, end);
     activations act;
     forward(w, batch, rows, act);
     // log π(y_t), entropy and logsumexp per row from one read of the logits
-    const std::vector<index_type> tokens(batch.tokens.begin() + begin * max_length, batch.tokens.begin() + end * max_length);
+    const std::vector<index_type> tokens(batch.tokens.begin() + begin * max_length,
+                                         batch.tokens.begin() + end * max_length);
     std::vector<float> logsumexp(rows.size()), entropy(rows.size());
     Matrix log_probs(part, max_length);
     normkit::credit::logits_statistics(act.z, tokens, all_of(log_probs), entropy, {}, logsumexp);
@@ -385,7 +392,8 @@ normkit::loss::policy_loss_result minibatch_loss(const config& c, const weights&
         const normkit::matrix_view<const float> entropies = normkit::view(entropy.data(), part, max_length);
         normkit::credit::top_entropy_mask(entropies, mask, keep, {c.rho});
     }
-    normkit::credit::broadcast_advantages(part_advantages, c.entropy_credit ? normkit::view(keep) : mask, token_advantages);
+    normkit::credit::broadcast_advantages(part_advantages, c.entropy_credit ? normkit::view(keep) : mask,
+                                          token_advantages);
 
     // The PPO-clip surrogate, aggregated; dL/dlog π per token.
     Matrix log_probs_gradient(part, max_length);
@@ -404,15 +412,21 @@ normkit::loss::policy_loss_result minibatch_loss(const config& c, const weights&
     return loss;
 }
 
-std::vector<float> advantages_for(const config& c, const reward_columns& rewards, const responses& batch, const Matrix& old_log_probs,
-                                  normkit::advantage::gepo_state& gepo_state) {
+std::vector<float> advantages_for(const config& c, const reward_columns& rewards, const responses& batch,
+                                  const Matrix& old_log_probs, normkit::advantage::gepo_state& gepo_state) {
     namespace adv = normkit::advantage;
     const auto groups = normkit::contiguous_groups(c.group);
     std::vector<float> advantages(rewards.total.size());
     switch (c.method) {
-        case estimator::grpo: adv::grpo(rewards.total, groups, advantages); break;
-        case estimator::dr_grpo: adv::dr_grpo(rewards.total, groups, advantages); break;
-        case estimator::rloo: adv::rloo(rewards.total, groups, advantages); break;
+        case estimator::grpo:
+            adv::grpo(rewards.total, groups, advantages);
+            break;
+        case estimator::dr_grpo:
+            adv::dr_grpo(rewards.total, groups, advantages);
+            break;
+        case estimator::rloo:
+            adv::rloo(rewards.total, groups, advantages);
+            break;
         case estimator::gdpo: {
             adv::gdpo_options options;
             options.weights = {1.0, c.format_weight};
@@ -451,9 +465,11 @@ double gradient_error(config c) {
     Matrix old_log_probs(n, max_length);
     normkit::credit::logits_statistics(act.z, batch.tokens, all_of(old_log_probs));
     // Old log-probs a little off the current ones, so that ratios differ from 1.
-    for (index_type i = 0; i < old_log_probs.size(); ++i) old_log_probs.data()[i] += static_cast<float>(0.1 * (random.uniform() - 0.5));
+    for (index_type i = 0; i < old_log_probs.size(); ++i)
+        old_log_probs.data()[i] += static_cast<float>(0.1 * (random.uniform() - 0.5));
     normkit::advantage::gepo_state unused;
-    const std::vector<float> advantages = advantages_for(c, score(batch, c.format_weight), batch, old_log_probs, unused);
+    const std::vector<float> advantages =
+        advantages_for(c, score(batch, c.format_weight), batch, old_log_probs, unused);
     normkit::loss::policy_loss_options options;
     options.aggregation.mode = c.aggregation;
     minibatch_loss(c, w, &grad, batch, 0, n, old_log_probs, advantages, options);
@@ -512,7 +528,8 @@ run_result train(const config& c) {
         for (int epoch = 0; epoch < c.epochs; ++epoch) {
             for (int m = 0; m < c.minibatches; ++m) {
                 const index_type begin = m * part, end = begin + part;
-                const auto loss = minibatch_loss(c, w, &grad, batch, begin, end, old_log_probs, advantages, loss_options);
+                const auto loss =
+                    minibatch_loss(c, w, &grad, batch, begin, end, old_log_probs, advantages, loss_options);
                 const double updates = c.epochs * c.minibatches;
                 record.clip_fraction += loss.metrics.clip_fraction / updates;
                 record.approx_kl += loss.metrics.approx_kl / updates;
@@ -521,8 +538,8 @@ run_result train(const config& c) {
         }
         result.steps.push_back(record);
         if (c.verbose)
-            std::printf("step %4d  reward %.4f  exact %.3f  clip_fraction %.3f  approx_kl %+.5f\n", step + 1, record.reward, record.exact,
-                        record.clip_fraction, record.approx_kl);
+            std::printf("step %4d  reward %.4f  exact %.3f  clip_fraction %.3f  approx_kl %+.5f\n", step + 1,
+                        record.reward, record.exact, record.clip_fraction, record.approx_kl);
     }
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return result;
@@ -591,23 +608,39 @@ int main(int argc, char** argv) {
             std::vector<std::string> names;
             for (const auto& a : aggregation_names) names.push_back(a.name);
             pick(name, names, [&](std::size_t i) { c.aggregation = aggregation_names[i].mode; });
-        } else if (option == "--rho") c.rho = std::atof(value().c_str());
-        else if (option == "--steps") c.steps = std::atoi(value().c_str());
-        else if (option == "--seed") c.seed = std::strtoull(value().c_str(), nullptr, 10);
-        else if (option == "--epochs") c.epochs = std::atoi(value().c_str());
-        else if (option == "--minibatches") c.minibatches = std::atoi(value().c_str());
-        else if (option == "--prompts") c.prompts = std::atoi(value().c_str());
-        else if (option == "--group") c.group = std::atoi(value().c_str());
-        else if (option == "--lr") c.learning_rate = std::atof(value().c_str());
-        else if (option == "--seeds") seeds = std::atoi(value().c_str());
-        else if (option == "--require-gain") required_gain = std::atof(value().c_str());
-        else if (option == "--compare") compare = true;
-        else if (option == "--check-gradient") check_gradient = true;
-        else if (option == "--quiet") c.verbose = false;
-        else return usage(), option == "--help" ? 0 : 2;
+        } else if (option == "--rho")
+            c.rho = std::atof(value().c_str());
+        else if (option == "--steps")
+            c.steps = std::atoi(value().c_str());
+        else if (option == "--seed")
+            c.seed = std::strtoull(value().c_str(), nullptr, 10);
+        else if (option == "--epochs")
+            c.epochs = std::atoi(value().c_str());
+        else if (option == "--minibatches")
+            c.minibatches = std::atoi(value().c_str());
+        else if (option == "--prompts")
+            c.prompts = std::atoi(value().c_str());
+        else if (option == "--group")
+            c.group = std::atoi(value().c_str());
+        else if (option == "--lr")
+            c.learning_rate = std::atof(value().c_str());
+        else if (option == "--seeds")
+            seeds = std::atoi(value().c_str());
+        else if (option == "--require-gain")
+            required_gain = std::atof(value().c_str());
+        else if (option == "--compare")
+            compare = true;
+        else if (option == "--check-gradient")
+            check_gradient = true;
+        else if (option == "--quiet")
+            c.verbose = false;
+        else
+            return usage(), option == "--help" ? 0 : 2;
     }
-    if (c.steps < 1 || c.epochs < 1 || c.minibatches < 1 || c.prompts < 1 || c.group < 2 || c.prompts % c.minibatches != 0) {
-        std::fprintf(stderr, "need steps, epochs, minibatches, prompts ≥ 1, group ≥ 2, and prompts a multiple of minibatches\n");
+    if (c.steps < 1 || c.epochs < 1 || c.minibatches < 1 || c.prompts < 1 || c.group < 2 ||
+        c.prompts % c.minibatches != 0) {
+        std::fprintf(
+            stderr, "need steps, epochs, minibatches, prompts ≥ 1, group ≥ 2, and prompts a multiple of minibatches\n");
         return 2;
     }
 
@@ -621,16 +654,20 @@ int main(int argc, char** argv) {
         if (!compare) {
             const run_result run = train(c);
             const double first = run.steps.front().reward, last = final_mean(run.steps, &step_record::reward);
-            std::printf("first-step reward %.4f, final reward %.4f (mean of the last %zu steps), gain %+.4f, %.2f s\n", first, last,
-                        std::max<std::size_t>(1, run.steps.size() / 10), last - first, run.seconds);
+            std::printf("first-step reward %.4f, final reward %.4f (mean of the last %zu steps), gain %+.4f, %.2f s\n",
+                        first, last, std::max<std::size_t>(1, run.steps.size() / 10), last - first, run.seconds);
             return last - first >= required_gain ? 0 : 1;
         }
         // Same seeds for every estimator: each sees the same initial weights and first prompts.
         c.verbose = false;
         bool all_gained = true;
-        std::printf("%d steps of %d prompts x %d samples, seeds %llu..%llu; means over the seeds, final = the last tenth of the steps\n",
-                    c.steps, c.prompts, c.group, static_cast<unsigned long long>(c.seed), static_cast<unsigned long long>(c.seed + seeds - 1));
-        std::printf("%-9s %8s %8s %8s %11s %10s %9s %8s\n", "estimator", "first", "final", "gain", "final exact", "worst gain", "clip frac", "seconds");
+        std::printf(
+            "%d steps of %d prompts x %d samples, seeds %llu..%llu; means over the seeds, final = the last tenth of "
+            "the steps\n",
+            c.steps, c.prompts, c.group, static_cast<unsigned long long>(c.seed),
+            static_cast<unsigned long long>(c.seed + seeds - 1));
+        std::printf("%-9s %8s %8s %8s %11s %10s %9s %8s\n", "estimator", "first", "final", "gain", "final exact",
+                    "worst gain", "clip frac", "seconds");
         for (std::size_t e = 0; e < std::size(estimator_names); ++e) {
             c.method = static_cast<estimator>(e);
             double first = 0, last = 0, exact = 0, clip = 0, seconds = 0, worst = 1e300;
@@ -642,13 +679,14 @@ int main(int argc, char** argv) {
                 first += f / seeds;
                 last += l / seeds;
                 exact += final_mean(run.steps, &step_record::exact) / seeds;
-                for (const auto& record : run.steps) clip += record.clip_fraction / (seeds * static_cast<double>(run.steps.size()));
+                for (const auto& record : run.steps)
+                    clip += record.clip_fraction / (seeds * static_cast<double>(run.steps.size()));
                 seconds += run.seconds;
                 worst = std::min(worst, l - f);
             }
             all_gained = all_gained && worst >= required_gain;
-            std::printf("%-9s %8.4f %8.4f %+8.4f %11.3f %+10.4f %9.4f %8.2f\n", estimator_names[e], first, last, last - first, exact, worst, clip,
-                        seconds);
+            std::printf("%-9s %8.4f %8.4f %+8.4f %11.3f %+10.4f %9.4f %8.2f\n", estimator_names[e], first, last,
+                        last - first, exact, worst, clip, seconds);
         }
         return all_gained ? 0 : 1;
     } catch (const normkit::error& e) {

@@ -31,8 +31,10 @@ static_assert(sizeof(at::BFloat16) == sizeof(Eigen::bfloat16) && alignof(at::BFl
 template <class T>
 torch::ScalarType dtype_of() {
     using U = std::remove_const_t<T>;
-    if constexpr (std::is_same_v<U, float>) return torch::kFloat32;
-    else if constexpr (std::is_same_v<U, double>) return torch::kFloat64;
+    if constexpr (std::is_same_v<U, float>)
+        return torch::kFloat32;
+    else if constexpr (std::is_same_v<U, double>)
+        return torch::kFloat64;
     else {
         static_assert(std::is_same_v<U, Eigen::bfloat16>, "normkit storage used here: float, double, bfloat16");
         return torch::kBFloat16;
@@ -44,14 +46,17 @@ torch::ScalarType dtype_of() {
 // must be contiguous so their leading axes flatten into rows. Never copies.
 template <class T>
 normkit::matrix_view<T> as_view(const torch::Tensor& tensor) {
-    TORCH_CHECK(tensor.device().is_cpu() && tensor.scalar_type() == dtype_of<T>(), "as_view: expected a CPU ", dtype_of<T>(),
-                " tensor, got ", tensor.scalar_type(), " on ", tensor.device());
-    TORCH_CHECK(tensor.dim() >= 1 && (tensor.stride(-1) == 1 || tensor.size(-1) <= 1), "as_view: the last axis must be contiguous, strides ",
-                tensor.strides());
+    TORCH_CHECK(tensor.device().is_cpu() && tensor.scalar_type() == dtype_of<T>(), "as_view: expected a CPU ",
+                dtype_of<T>(), " tensor, got ", tensor.scalar_type(), " on ", tensor.device());
+    TORCH_CHECK(tensor.dim() >= 1 && (tensor.stride(-1) == 1 || tensor.size(-1) <= 1),
+                "as_view: the last axis must be contiguous, strides ", tensor.strides());
     const int64_t cols = tensor.size(-1), rows = cols == 0 ? 0 : tensor.numel() / cols;
     int64_t row_stride = cols;
-    if (tensor.dim() == 2) row_stride = tensor.stride(0);
-    else TORCH_CHECK(tensor.dim() == 1 || tensor.is_contiguous(), "as_view: a tensor of rank ", tensor.dim(), " must be contiguous");
+    if (tensor.dim() == 2)
+        row_stride = tensor.stride(0);
+    else
+        TORCH_CHECK(tensor.dim() == 1 || tensor.is_contiguous(), "as_view: a tensor of rank ", tensor.dim(),
+                    " must be contiguous");
     return normkit::view(static_cast<T*>(tensor.data_ptr()), rows, cols, std::max(row_stride, cols));
 }
 
@@ -59,7 +64,8 @@ normkit::matrix_view<T> as_view(const torch::Tensor& tensor) {
 template <class T>
 normkit::vector_view<T> as_vector_view(const torch::Tensor& tensor) {
     if (!tensor.defined()) return {};
-    TORCH_CHECK(tensor.device().is_cpu() && tensor.scalar_type() == dtype_of<T>() && tensor.dim() == 1 && tensor.is_contiguous(),
+    TORCH_CHECK(tensor.device().is_cpu() && tensor.scalar_type() == dtype_of<T>() && tensor.dim() == 1 &&
+                    tensor.is_contiguous(),
                 "as_vector_view: expected a contiguous 1-D CPU ", dtype_of<T>(), " tensor");
     return {static_cast<T*>(tensor.data_ptr()), tensor.numel()};
 }
@@ -68,10 +74,17 @@ normkit::vector_view<T> as_vector_view(const torch::Tensor& tensor) {
 template <class F>
 void with_storage(torch::ScalarType type, F&& f) {
     switch (type) {
-        case torch::kFloat32: f(float{}); break;
-        case torch::kFloat64: f(double{}); break;
-        case torch::kBFloat16: f(Eigen::bfloat16{}); break;
-        default: TORCH_CHECK(false, "normkit kernels here take float, double or bfloat16, got ", type);
+        case torch::kFloat32:
+            f(float{});
+            break;
+        case torch::kFloat64:
+            f(double{});
+            break;
+        case torch::kBFloat16:
+            f(Eigen::bfloat16{});
+            break;
+        default:
+            TORCH_CHECK(false, "normkit kernels here take float, double or bfloat16, got ", type);
     }
 }
 
@@ -81,8 +94,8 @@ const void* last_forward_output = nullptr;
 
 // y = RMSNorm(x)·w over the last axis, differentiable in x and w.
 struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
-    static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& input, const torch::Tensor& weight,
-                                 double eps) {
+    static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& input,
+                                 const torch::Tensor& weight, double eps) {
         const torch::Tensor x = input.contiguous();  // the same tensor, no copy, when it already is
         torch::Tensor y = torch::empty_like(x);
         torch::Tensor rstd;
@@ -102,7 +115,8 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
         return y;
     }
 
-    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* context, torch::autograd::variable_list gradients) {
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* context,
+                                                   torch::autograd::variable_list gradients) {
         const auto saved = context->get_saved_variables();
         const torch::Tensor &x = saved[0], &weight = saved[1], &rstd = saved[2];
         const torch::Tensor dy = gradients[0].contiguous();
@@ -112,8 +126,9 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
             using S = normkit::statistic_t<T>;
             norm::rms_norm_options options;
             options.eps = context->saved_data["eps"].toDouble();
-            norm::rms_norm_backward(as_view<const T>(dy), as_view<const T>(x), as_vector_view<const T>(weight.contiguous()),
-                                    as_view<T>(dx), as_vector_view<S>(dweight), as_vector_view<const S>(rstd), options);
+            norm::rms_norm_backward(as_view<const T>(dy), as_view<const T>(x),
+                                    as_vector_view<const T>(weight.contiguous()), as_view<T>(dx),
+                                    as_vector_view<S>(dweight), as_vector_view<const S>(rstd), options);
         });
         // normkit accumulates dw in float; autograd wants it in the weight's dtype. eps gets no gradient.
         return {dx, dweight.to(weight.scalar_type()), torch::Tensor()};
@@ -152,20 +167,24 @@ void views_without_copies() {
     const torch::Tensor x = wide.narrow(1, 3, n), weight = 1 + 0.2 * torch::randn({n}), bias = 0.2 * torch::randn({n});
     torch::Tensor y = torch::empty({rows, n}), mean = torch::empty({rows}), rstd = torch::empty({rows});
     const auto x_view = as_view<const float>(x);
-    require("view of a strided slice reads its storage", x_view.data == x.data_ptr() && x_view.row_stride == n + 8 && !x.is_contiguous());
+    require("view of a strided slice reads its storage",
+            x_view.data == x.data_ptr() && x_view.row_stride == n + 8 && !x.is_contiguous());
     norm::layer_norm_options options;
     options.eps = eps;
-    norm::layer_norm_forward(x_view, as_vector_view<const float>(weight), as_vector_view<const float>(bias), as_view<float>(y),
-                             as_vector_view<float>(mean), as_vector_view<float>(rstd), options);
+    norm::layer_norm_forward(x_view, as_vector_view<const float>(weight), as_vector_view<const float>(bias),
+                             as_view<float>(y), as_vector_view<float>(mean), as_vector_view<float>(rstd), options);
     compare("layer_norm float, strided input", y, torch::layer_norm(x, {n}, weight, bias, eps), 1e-6);
-    compare("layer_norm saved rstd", rstd, torch::rsqrt((x - x.mean(-1, /*keepdim=*/true)).pow(2).mean(-1) + eps), 1e-6);
+    compare("layer_norm saved rstd", rstd, torch::rsqrt((x - x.mean(-1, /*keepdim=*/true)).pow(2).mean(-1) + eps),
+            1e-6);
 
     // RMSNorm on a bf16 tensor, written back into the same storage.
     torch::Tensor h = torch::randn({rows, n}).to(torch::kBFloat16);
     const torch::Tensor h_weight = (1 + 0.2 * torch::randn({n})).to(torch::kBFloat16);
-    const torch::Tensor expected = composed_rms_norm(h.to(torch::kFloat32), h_weight.to(torch::kFloat32), 1e-6);  // the exact math in float
+    const torch::Tensor expected =
+        composed_rms_norm(h.to(torch::kFloat32), h_weight.to(torch::kFloat32), 1e-6);  // the exact math in float
     const void* storage = h.data_ptr();
-    norm::rms_norm_forward(as_view<const Eigen::bfloat16>(h), as_vector_view<const Eigen::bfloat16>(h_weight), as_view<Eigen::bfloat16>(h));
+    norm::rms_norm_forward(as_view<const Eigen::bfloat16>(h), as_vector_view<const Eigen::bfloat16>(h_weight),
+                           as_view<Eigen::bfloat16>(h));
     require("rms_norm bf16 in place keeps the storage", h.data_ptr() == storage && h.scalar_type() == torch::kBFloat16);
     // One rounding to bf16 (8 significant bits) of the float result: ≤ 2⁻⁸ relative.
     compare("rms_norm bf16 in place vs float math", h, expected, 1e-2);
@@ -205,7 +224,7 @@ int main() {
         // Tolerances relative to the largest |torch value| of each tensor:
         autograd_function(torch::kFloat64, 1e-13, 1e-13);  // the same math in double: rounding only (seen: 3e-16)
         autograd_function(torch::kFloat32, 1e-6, 1e-5);    // float: order of operations, dw sums 15 rows (seen: 2e-7)
-        autograd_function(torch::kBFloat16, 1e-2, 1e-2);   // bf16 storage: one rounding to 8 bits, ≤ 2⁻⁸ (seen: 4e-3)
+        autograd_function(torch::kBFloat16, 1e-2, 1e-2);  // bf16 storage: one rounding to 8 bits, ≤ 2⁻⁸ (seen: 4e-3)
     } catch (const std::exception& e) {
         std::fprintf(stderr, "error: %s\n", e.what());
         return 1;

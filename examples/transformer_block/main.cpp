@@ -60,7 +60,8 @@ Matrix random_matrix(index_type rows, index_type cols, std::mt19937& rng, double
     return m;
 }
 
-Parameter make_parameter(const std::string& name, index_type rows, index_type cols, std::mt19937& rng, double mean, double spread) {
+Parameter make_parameter(const std::string& name, index_type rows, index_type cols, std::mt19937& rng, double mean,
+                         double spread) {
     Parameter p{name, random_matrix(rows, cols, rng, mean, spread), Matrix::Zero(rows, cols)};
     return p;
 }
@@ -71,21 +72,24 @@ Parameter make_parameter(const std::string& name, index_type rows, index_type co
 // usual init (β ≠ 0, α ≠ its default) so that every gradient path is exercised.
 struct NormLayer {
     NormKind kind;
-    Parameter weight, bias;   // γ, β of LayerNorm, DyT, Derf; RMSNorm uses weight only
-    Parameter alpha, shift;   // DyT α, Derf α and s (scalars)
+    Parameter weight, bias;                       // γ, β of LayerNorm, DyT, Derf; RMSNorm uses weight only
+    Parameter alpha, shift;                       // DyT α, Derf α and s (scalars)
     Parameter seed_alpha, seed_beta, seed_gamma;  // SeeDNorm α, β, γ (per channel)
-    Matrix mean, rstd;        // saved by the forward (1 × tokens)
+    Matrix mean, rstd;                            // saved by the forward (1 × tokens)
     norm::seed_norm_options seed_options;
 
     // `prefix` names the layer in the check's report ("norm1.weight").
-    NormLayer(NormKind kind_, const std::string& prefix, index_type channels, index_type heads, std::mt19937& rng) : kind(kind_) {
+    NormLayer(NormKind kind_, const std::string& prefix, index_type channels, index_type heads, std::mt19937& rng)
+        : kind(kind_) {
         const index_type c = channels;
         switch (kind) {
             case NormKind::layer_norm:
                 weight = make_parameter(prefix + ".weight", 1, c, rng, 1.0, 0.2);
                 bias = make_parameter(prefix + ".bias", 1, c, rng, 0.0, 0.2);
                 break;
-            case NormKind::rms_norm: weight = make_parameter(prefix + ".weight", 1, c, rng, 1.0, 0.2); break;
+            case NormKind::rms_norm:
+                weight = make_parameter(prefix + ".weight", 1, c, rng, 1.0, 0.2);
+                break;
             case NormKind::dyt:
                 alpha = make_parameter(prefix + ".alpha", 1, 1, rng, norm::dyt_default_alpha, 0.1);
                 weight = make_parameter(prefix + ".weight", 1, c, rng, 1.0, 0.2);
@@ -119,10 +123,18 @@ struct NormLayer {
         mean.resize(1, x.rows());
         rstd.resize(1, x.rows());
         switch (kind) {
-            case NormKind::layer_norm: norm::layer_norm_forward(x, weight.value, bias.value, y, mean, rstd); break;
-            case NormKind::rms_norm: norm::rms_norm_forward(x, weight.value, y, rstd); break;
-            case NormKind::dyt: norm::dyt_forward(x, alpha.value(0, 0), weight.value, bias.value, y); break;
-            case NormKind::derf: norm::derf_forward(x, alpha.value(0, 0), shift.value(0, 0), weight.value, bias.value, y); break;
+            case NormKind::layer_norm:
+                norm::layer_norm_forward(x, weight.value, bias.value, y, mean, rstd);
+                break;
+            case NormKind::rms_norm:
+                norm::rms_norm_forward(x, weight.value, y, rstd);
+                break;
+            case NormKind::dyt:
+                norm::dyt_forward(x, alpha.value(0, 0), weight.value, bias.value, y);
+                break;
+            case NormKind::derf:
+                norm::derf_forward(x, alpha.value(0, 0), shift.value(0, 0), weight.value, bias.value, y);
+                break;
             case NormKind::seed_norm:
                 norm::seed_norm_forward(x, seed_alpha.value, seed_beta.value, seed_gamma.value, y, rstd, seed_options);
                 break;
@@ -136,20 +148,24 @@ struct NormLayer {
             case NormKind::layer_norm:
                 norm::layer_norm_backward(dy, x, weight.value, dx, weight.gradient, bias.gradient, mean, rstd);
                 break;
-            case NormKind::rms_norm: norm::rms_norm_backward(dy, x, weight.value, dx, weight.gradient, rstd); break;
+            case NormKind::rms_norm:
+                norm::rms_norm_backward(dy, x, weight.value, dx, weight.gradient, rstd);
+                break;
             case NormKind::dyt:
-                alpha.gradient(0, 0) = norm::dyt_backward(dy, x, alpha.value(0, 0), weight.value, dx, weight.gradient, bias.gradient);
+                alpha.gradient(0, 0) =
+                    norm::dyt_backward(dy, x, alpha.value(0, 0), weight.value, dx, weight.gradient, bias.gradient);
                 break;
             case NormKind::derf: {
-                const auto scalars = norm::derf_backward(dy, x, alpha.value(0, 0), shift.value(0, 0), weight.value, dx, weight.gradient,
-                                                         bias.gradient);
+                const auto scalars = norm::derf_backward(dy, x, alpha.value(0, 0), shift.value(0, 0), weight.value, dx,
+                                                         weight.gradient, bias.gradient);
                 alpha.gradient(0, 0) = scalars.alpha;
                 shift.gradient(0, 0) = scalars.shift;
                 break;
             }
             case NormKind::seed_norm:
-                norm::seed_norm_backward(dy, x, seed_alpha.value, seed_beta.value, seed_gamma.value, dx, seed_alpha.gradient,
-                                         seed_beta.gradient, seed_gamma.gradient, rstd, seed_options);
+                norm::seed_norm_backward(dy, x, seed_alpha.value, seed_beta.value, seed_gamma.value, dx,
+                                         seed_alpha.gradient, seed_beta.gradient, seed_gamma.gradient, rstd,
+                                         seed_options);
                 break;
         }
     }
@@ -171,8 +187,8 @@ struct Config {
 struct Attention {
     Config config;
     Parameter query_weight, key_weight, value_weight, output_weight;  // C × C, applied as n·W
-    Parameter qk_query_weight, qk_key_weight;                          // per-head RMS form: head_dim each
-    Parameter qk_gain;                                                 // L2 form: the scalar g (1 × 1)
+    Parameter qk_query_weight, qk_key_weight;                         // per-head RMS form: head_dim each
+    Parameter qk_gain;                                                // L2 form: the scalar g (1 × 1)
 
     // Saved by the forward for the backward (llm.c's "acts").
     Matrix n, q, k, v, qn, kn, mixed;   // tokens × C; mixed = concat_h(P_h·v_h)
@@ -196,7 +212,8 @@ struct Attention {
 
     std::vector<Parameter*> parameters() {
         std::vector<Parameter*> all;
-        for (Parameter* p : {&query_weight, &key_weight, &value_weight, &qk_query_weight, &qk_key_weight, &qk_gain, &output_weight})
+        for (Parameter* p :
+             {&query_weight, &key_weight, &value_weight, &qk_query_weight, &qk_key_weight, &qk_gain, &output_weight})
             if (p->value.size() > 0) all.push_back(p);
         return all;
     }
@@ -220,8 +237,8 @@ struct Attention {
         if (config.qk == QkKind::rms) {
             query_rstd.resize(1, T * config.heads);
             key_rstd.resize(1, T * config.heads);
-            norm::qk_rms_norm_forward(heads_of(q), heads_of(k), qk_query_weight.value, qk_key_weight.value, heads_of(qn), heads_of(kn),
-                                      query_rstd, key_rstd, norm::presets::qwen3());
+            norm::qk_rms_norm_forward(heads_of(q), heads_of(k), qk_query_weight.value, qk_key_weight.value,
+                                      heads_of(qn), heads_of(kn), query_rstd, key_rstd, norm::presets::qwen3());
         } else {
             norm::qk_l2_norm_forward(heads_of(q), heads_of(k), qk_gain.value(0, 0), heads_of(qn), heads_of(kn));
         }
@@ -264,17 +281,18 @@ struct Attention {
         }
         Matrix dq(T, config.channels), dk(T, config.channels);
         if (config.qk == QkKind::rms) {
-            norm::qk_rms_norm_backward(heads_of(dqn), heads_of(dkn), heads_of(q), heads_of(k), qk_query_weight.value, qk_key_weight.value,
-                                       heads_of(dq), heads_of(dk), qk_query_weight.gradient, qk_key_weight.gradient, query_rstd, key_rstd,
-                                       norm::presets::qwen3());
+            norm::qk_rms_norm_backward(heads_of(dqn), heads_of(dkn), heads_of(q), heads_of(k), qk_query_weight.value,
+                                       qk_key_weight.value, heads_of(dq), heads_of(dk), qk_query_weight.gradient,
+                                       qk_key_weight.gradient, query_rstd, key_rstd, norm::presets::qwen3());
         } else {
-            qk_gain.gradient(0, 0) =
-                norm::qk_l2_norm_backward(heads_of(dqn), heads_of(dkn), heads_of(q), heads_of(k), qk_gain.value(0, 0), heads_of(dq), heads_of(dk));
+            qk_gain.gradient(0, 0) = norm::qk_l2_norm_backward(heads_of(dqn), heads_of(dkn), heads_of(q), heads_of(k),
+                                                               qk_gain.value(0, 0), heads_of(dq), heads_of(dk));
         }
         query_weight.gradient = n.transpose() * dq;
         key_weight.gradient = n.transpose() * dk;
         value_weight.gradient = n.transpose() * dv;
-        return dq * query_weight.value.transpose() + dk * key_weight.value.transpose() + dv * value_weight.value.transpose();
+        return dq * query_weight.value.transpose() + dk * key_weight.value.transpose() +
+               dv * value_weight.value.transpose();
     }
 };
 
@@ -309,7 +327,9 @@ struct Mlp {
     //   u = n·W₁       dW₁ = nᵀ·du,  dn = du·W₁ᵀ
     Matrix backward(const Matrix& d_out) {
         down_weight.gradient = activation.transpose() * d_out;
-        const Matrix du = (d_out * down_weight.value.transpose()).cwiseProduct(pre_activation.unaryExpr([](Scalar u) { return gelu_derivative(u); }));
+        const Matrix du = (d_out * down_weight.value.transpose()).cwiseProduct(pre_activation.unaryExpr([](Scalar u) {
+            return gelu_derivative(u);
+        }));
         up_weight.gradient = n.transpose() * du;
         return du * up_weight.value.transpose();
     }
@@ -323,11 +343,15 @@ struct Block {
     Matrix x, n1, x1, n2;
 
     Block(const Config& c, std::mt19937& rng)
-        : norm1(c.norm, "norm1", c.channels, c.heads, rng), norm2(c.norm, "norm2", c.channels, c.heads, rng), attention(c, rng), mlp(c, rng) {}
+        : norm1(c.norm, "norm1", c.channels, c.heads, rng),
+          norm2(c.norm, "norm2", c.channels, c.heads, rng),
+          attention(c, rng),
+          mlp(c, rng) {}
 
     std::vector<Parameter*> parameters() {
         std::vector<Parameter*> all;
-        for (const std::vector<Parameter*>& layer : {norm1.parameters(), attention.parameters(), norm2.parameters(), mlp.parameters()})
+        for (const std::vector<Parameter*>& layer :
+             {norm1.parameters(), attention.parameters(), norm2.parameters(), mlp.parameters()})
             all.insert(all.end(), layer.begin(), layer.end());
         return all;
     }
@@ -386,7 +410,8 @@ double check_entries(Block& block, Matrix& value, const Matrix& analytic, const 
 bool check(const Config& config, std::uint32_t seed) {
     std::mt19937 rng(seed);
     Block block(config, rng);
-    Matrix x = random_matrix(config.tokens, config.channels, rng, 0.3, 1.0);  // an offset, so LayerNorm's centering matters
+    Matrix x =
+        random_matrix(config.tokens, config.channels, rng, 0.3, 1.0);  // an offset, so LayerNorm's centering matters
     const Matrix target = random_matrix(config.tokens, config.channels, rng);
     block.forward(x);
     Matrix dx = block.backward(target);
@@ -401,12 +426,14 @@ bool check(const Config& config, std::uint32_t seed) {
     ok = ok && worst <= tolerance;
     for (std::size_t i = 0; i < parameters.size(); ++i) {
         const double error = check_entries(block, parameters[i]->value, analytic[i], x, target);
-        if (error > tolerance) std::printf("  FAIL %s: %s relative error %.3g > %.1g\n", name(config.norm), parameters[i]->name.c_str(), error, tolerance);
+        if (error > tolerance)
+            std::printf("  FAIL %s: %s relative error %.3g > %.1g\n", name(config.norm), parameters[i]->name.c_str(),
+                        error, tolerance);
         ok = ok && error <= tolerance;
         if (error > worst) worst = error, worst_name = parameters[i]->name;
     }
-    std::printf("%-10s qk %-3s %2zu parameter tensors + input  worst error %.1e (%s)  %s\n", name(config.norm), name(config.qk),
-                parameters.size(), worst, worst_name.c_str(), ok ? "ok" : "FAILED");
+    std::printf("%-10s qk %-3s %2zu parameter tensors + input  worst error %.1e (%s)  %s\n", name(config.norm),
+                name(config.qk), parameters.size(), worst, worst_name.c_str(), ok ? "ok" : "FAILED");
     return ok;
 }
 
@@ -416,15 +443,19 @@ bool check(const Config& config, std::uint32_t seed) {
 //                                        qk:   rms | l2 | all (default)
 int main(int argc, char** argv) {
     const std::string norm_choice = argc > 1 ? argv[1] : "all", qk_choice = argc > 2 ? argv[2] : "all";
-    std::printf("gradient check: central differences, step %.0e, tolerance %.0e (max |error| / max(max |numeric|, 1) per tensor)\n", step,
-                tolerance);
+    std::printf(
+        "gradient check: central differences, step %.0e, tolerance %.0e (max |error| / max(max |numeric|, 1) per "
+        "tensor)\n",
+        step, tolerance);
     bool ok = true;
     int checked = 0;
     std::uint32_t seed = 1234;  // one per configuration, so a single run reproduces its line of the full run
-    for (NormKind kind : {NormKind::layer_norm, NormKind::rms_norm, NormKind::dyt, NormKind::derf, NormKind::seed_norm}) {
+    for (NormKind kind :
+         {NormKind::layer_norm, NormKind::rms_norm, NormKind::dyt, NormKind::derf, NormKind::seed_norm}) {
         for (QkKind qk : {QkKind::rms, QkKind::l2}) {
             ++seed;
-            if ((norm_choice != "all" && norm_choice != name(kind)) || (qk_choice != "all" && qk_choice != name(qk))) continue;
+            if ((norm_choice != "all" && norm_choice != name(kind)) || (qk_choice != "all" && qk_choice != name(qk)))
+                continue;
             Config config;
             config.norm = kind;
             config.qk = qk;
@@ -433,7 +464,8 @@ int main(int argc, char** argv) {
         }
     }
     if (checked == 0) {
-        std::fprintf(stderr, "unknown choice '%s %s'; norms: layer_norm rms_norm dyt derf seed_norm all, qk: rms l2 all\n",
+        std::fprintf(stderr,
+                     "unknown choice '%s %s'; norms: layer_norm rms_norm dyt derf seed_norm all, qk: rms l2 all\n",
                      norm_choice.c_str(), qk_choice.c_str());
         return 2;
     }

@@ -30,12 +30,14 @@ namespace {
 template <class T>
 core::compute_t<T> row_sum(const T* x, index_type n) {
     using C = core::compute_t<T>;
-    return core::sum_batches<1, C>(n, [&](index_type i, index_type count) { return std::array<core::batch<C>, 1>{core::load(x + i, count)}; })[0];
+    return core::sum_batches<1, C>(
+        n, [&](index_type i, index_type count) { return std::array<core::batch<C>, 1>{core::load(x + i, count)}; })[0];
 }
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("row reductions match long-double sums over every tail", "[core][reduce]", float, double, Eigen::bfloat16, Eigen::half) {
+TEMPLATE_TEST_CASE("row reductions match long-double sums over every tail", "[core][reduce]", float, double,
+                   Eigen::bfloat16, Eigen::half) {
     std::uint32_t seed = 7;
     for (index_type n : tail_dims) {
         test_matrix<TestType> x(1, n, random_values(n, seed++, 0.5, 1.0)), y(1, n, random_values(n, seed++));
@@ -48,7 +50,8 @@ TEMPLATE_TEST_CASE("row reductions match long-double sums over every tail", "[co
         const double scale = static_cast<double>(n) * (std::is_same_v<TestType, double> ? 1e-15 : 1e-6);
         CHECK(std::abs(row_sum(x.view.data, n) - static_cast<double>(exact_sum(xs))) < scale * 4);
         CHECK(std::abs(core::row_sum_of_squares(x.view.data, n) - static_cast<double>(exact_sum(squares))) < scale * 8);
-        CHECK(std::abs(core::row_dot(x.view.data, y.view.data, n) - static_cast<double>(exact_sum(products))) < scale * 8);
+        CHECK(std::abs(core::row_dot(x.view.data, y.view.data, n) - static_cast<double>(exact_sum(products))) <
+              scale * 8);
         // The two-row sweeps give each row the bits of the one-row ones.
         const auto pair = core::two_rows_sum_of_squares(x.view.data, y.view.data, n);
         CHECK(pair[0] == core::row_sum_of_squares(x.view.data, n));
@@ -75,13 +78,14 @@ TEMPLATE_TEST_CASE("row_moments is as accurate at a mean of 1e6 as at 0", "[core
                 for (double value : values) m2 += (value - mean) * (value - mean);
                 const double variance = static_cast<double>(m2 / n);
                 const auto m = core::row_moments(row.data(), n);
-                CHECK(std::abs(m.mean - static_cast<double>(mean)) <= std::abs(static_cast<double>(mean)) * 1e-6 + 1e-5);
+                CHECK(std::abs(m.mean - static_cast<double>(mean)) <=
+                      std::abs(static_cast<double>(mean)) * 1e-6 + 1e-5);
                 worst_relative_variance_error[which] =
                     std::max(worst_relative_variance_error[which], std::abs(m.variance - variance) / variance);
             }
         }
-        INFO("n " << n << " relative variance error at 0: " << worst_relative_variance_error[0] << ", at 1e6: "
-                  << worst_relative_variance_error[1]);
+        INFO("n " << n << " relative variance error at 0: " << worst_relative_variance_error[0]
+                  << ", at 1e6: " << worst_relative_variance_error[1]);
         const double bound = std::is_same_v<TestType, double> ? 1e-13 : 1e-5;
         CHECK(worst_relative_variance_error[0] < bound);
         CHECK(worst_relative_variance_error[1] < bound);
@@ -118,12 +122,18 @@ TEST_CASE("bf16 and fp16 conversion round to nearest even and keep NaN", "[core]
     std::vector<float> values(37);
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = 1.0f + 0.00390625f * static_cast<float>(i) / 3.0f;
     std::vector<Eigen::bfloat16> packed(values.size());
-    core::for_each_batch<float>(37, [&](index_type i, index_type count) { core::store(packed.data() + i, core::load(values.data() + i, count), count); });
-    for (std::size_t i = 0; i < values.size(); ++i) CHECK(Eigen::numext::bit_cast<std::uint16_t>(packed[i]) ==
-                                                            Eigen::numext::bit_cast<std::uint16_t>(static_cast<Eigen::bfloat16>(values[i])));
+    core::for_each_batch<float>(37, [&](index_type i, index_type count) {
+        core::store(packed.data() + i, core::load(values.data() + i, count), count);
+    });
+    for (std::size_t i = 0; i < values.size(); ++i)
+        CHECK(Eigen::numext::bit_cast<std::uint16_t>(packed[i]) ==
+              Eigen::numext::bit_cast<std::uint16_t>(static_cast<Eigen::bfloat16>(values[i])));
     std::vector<Eigen::half> halves(values.size());
-    core::for_each_batch<float>(37, [&](index_type i, index_type count) { core::store(halves.data() + i, core::load(values.data() + i, count), count); });
-    for (std::size_t i = 0; i < values.size(); ++i) CHECK(static_cast<float>(halves[i]) == static_cast<float>(static_cast<Eigen::half>(values[i])));
+    core::for_each_batch<float>(37, [&](index_type i, index_type count) {
+        core::store(halves.data() + i, core::load(values.data() + i, count), count);
+    });
+    for (std::size_t i = 0; i < values.size(); ++i)
+        CHECK(static_cast<float>(halves[i]) == static_cast<float>(static_cast<Eigen::half>(values[i])));
 }
 
 // The vector narrowing to bf16 (with AVX512-BF16: vcvtneps2bf16, and the integer rounding for
@@ -143,14 +153,17 @@ TEST_CASE("bf16 vector stores, streaming or not, round every float as the scalar
             values.push_back(value);
         }
         if (block % 3 == 2) {  // one subnormal or NaN lane among normal ones
-            const std::uint32_t special = block % 2 ? 0x00000001u + bits(generator) % 0x007fffffu : 0x7fc00001u + bits(generator) % 0x3fffffu;
+            const std::uint32_t special =
+                block % 2 ? 0x00000001u + bits(generator) % 0x007fffffu : 0x7fc00001u + bits(generator) % 0x3fffffu;
             std::memcpy(&values[values.size() - 1 - bits(generator) % lanes], &special, sizeof special);
         }
     }
     std::vector<Eigen::bfloat16> stored(values.size()), streamed(values.size() + 64);
-    Eigen::bfloat16* aligned = streamed.data() + (64 - reinterpret_cast<std::uintptr_t>(streamed.data()) % 64) % 64 / sizeof(Eigen::bfloat16);
-    core::for_each_batch<float>(static_cast<index_type>(values.size()),
-                                [&](index_type i, index_type count) { core::store(stored.data() + i, core::load(values.data() + i, count), count); });
+    Eigen::bfloat16* aligned =
+        streamed.data() + (64 - reinterpret_cast<std::uintptr_t>(streamed.data()) % 64) % 64 / sizeof(Eigen::bfloat16);
+    core::for_each_batch<float>(static_cast<index_type>(values.size()), [&](index_type i, index_type count) {
+        core::store(stored.data() + i, core::load(values.data() + i, count), count);
+    });
     core::write_row(aligned, static_cast<index_type>(values.size()), true,
                     [&](index_type i, index_type count) { return core::load(values.data() + i, count); });
     core::stream_fence();
@@ -167,7 +180,8 @@ TEST_CASE("bf16 vector stores, streaming or not, round every float as the scalar
 // ordinary stores before the first aligned block take zero, one or two batches): each element gets
 // value's lane for it, bit for bit, and nothing outside the rows is written. The second row of a pair
 // starts at the same offset within a block as the first, at another one, or is the first row again.
-TEMPLATE_TEST_CASE("streaming row writes put every batch where it belongs", "[core][stream]", float, double, Eigen::bfloat16, Eigen::half) {
+TEMPLATE_TEST_CASE("streaming row writes put every batch where it belongs", "[core][stream]", float, double,
+                   Eigen::bfloat16, Eigen::half) {
     using C = core::compute_t<TestType>;
     constexpr index_type block = static_cast<index_type>(core::stream_alignment<TestType> / sizeof(TestType));
     const TestType fill = core::from_compute<TestType>(C(-7));
@@ -183,7 +197,8 @@ TEMPLATE_TEST_CASE("streaming row writes put every batch where it belongs", "[co
         for (index_type start = 0; start < block + 1; start += std::max<index_type>(1, block / 5)) {
             for (index_type other_start : {start, start + 1, index_type(-1)}) {
                 std::vector<TestType> storage(static_cast<std::size_t>(4 * (n + 2 * block) + 64), fill);
-                TestType* base = storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64 / sizeof(TestType);
+                TestType* base = storage.data() +
+                                 (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64 / sizeof(TestType);
                 TestType* first = base + start;
                 TestType* second = other_start < 0 ? first : base + 2 * (n + 2 * block) + other_start;
                 core::write_two_rows(first, second, n, true, value);
@@ -192,8 +207,10 @@ TEMPLATE_TEST_CASE("streaming row writes put every batch where it belongs", "[co
                 for (std::size_t j = 0; j < storage.size(); ++j) {
                     const TestType* p = storage.data() + j;
                     const int k = p >= first && p < first + n ? 0 : p >= second && p < second + n ? 1 : -1;
-                    if (k < 0) outside += core::to_compute(*p) != C(-7);
-                    else wrong += core::to_compute(*p) != expected(k, k == 0 ? p - first : p - second);
+                    if (k < 0)
+                        outside += core::to_compute(*p) != C(-7);
+                    else
+                        wrong += core::to_compute(*p) != expected(k, k == 0 ? p - first : p - second);
                 }
                 INFO("n " << n << ", start " << start << ", second row at " << other_start);
                 CHECK(wrong == 0);
@@ -205,8 +222,8 @@ TEMPLATE_TEST_CASE("streaming row writes put every batch where it belongs", "[co
 
 // streamed_parameter puts its element at the output row's stream_head on a batch boundary, for
 // every start of the row within a streaming block, and holds n values; absent, it has no data.
-TEMPLATE_TEST_CASE("streamed_parameter lines its batches up with the output's streaming blocks", "[core][stream]", float, double,
-                   Eigen::bfloat16, Eigen::half) {
+TEMPLATE_TEST_CASE("streamed_parameter lines its batches up with the output's streaming blocks", "[core][stream]",
+                   float, double, Eigen::bfloat16, Eigen::half) {
     using C = core::compute_t<TestType>;
     constexpr index_type block = static_cast<index_type>(core::stream_alignment<TestType> / sizeof(TestType));
     CHECK(core::streamed_parameter<C>().data() == nullptr);
@@ -219,8 +236,10 @@ TEMPLATE_TEST_CASE("streamed_parameter lines its batches up with the output's st
             // Rows that cannot stream (16-bit on a baseline below 256-bit) are written from element 0.
             const index_type head = core::can_stream_v<TestType> ? core::detail::stream_head(row, n) : 0;
             INFO("n " << n << ", start " << start << ", head " << head);
-            if (head < n) CHECK(reinterpret_cast<std::uintptr_t>(parameter.data() + head) % sizeof(core::batch<C>) == 0);
-            for (index_type i = 0; i < n; ++i) parameter.data()[i] = static_cast<C>(i);  // room for n: the sanitizer run checks
+            if (head < n)
+                CHECK(reinterpret_cast<std::uintptr_t>(parameter.data() + head) % sizeof(core::batch<C>) == 0);
+            for (index_type i = 0; i < n; ++i)
+                parameter.data()[i] = static_cast<C>(i);  // room for n: the sanitizer run checks
             CHECK(parameter.data()[n - 1] == static_cast<C>(n - 1));
         }
     }
@@ -240,10 +259,11 @@ TEST_CASE("parallel_for covers every index once; reduce_rows is independent of t
     const auto values = random_values(rows * width, 9);
     std::vector<std::vector<float>> totals;
     for (int threads : {1, 2, 3}) {
-        const float* sums = core::reduce_rows<float>(rows, width, threads, [&](index_type begin, index_type end, float* partial) {
-            for (index_type row = begin; row < end; ++row)
-                for (index_type j = 0; j < width; ++j) partial[j] += static_cast<float>(values[row * width + j]);
-        });
+        const float* sums =
+            core::reduce_rows<float>(rows, width, threads, [&](index_type begin, index_type end, float* partial) {
+                for (index_type row = begin; row < end; ++row)
+                    for (index_type j = 0; j < width; ++j) partial[j] += static_cast<float>(values[row * width + j]);
+            });
         totals.emplace_back(sums, sums + width);
     }
     CHECK(totals[0] == totals[1]);
@@ -290,14 +310,16 @@ TEST_CASE("view reads Eigen tensors, row-major matrices, blocks and raw buffers"
 TEST_CASE("float tanh and erf stay within 10 ulp of the double functions", "[core][math]") {
     using batch = core::batch<float>;
     std::vector<float> inputs;
-    for (int i = 0; i <= (1 << 20); ++i) inputs.push_back(-10.0f + 20.0f * static_cast<float>(i) / static_cast<float>(1 << 20));
+    for (int i = 0; i <= (1 << 20); ++i)
+        inputs.push_back(-10.0f + 20.0f * static_cast<float>(i) / static_cast<float>(1 << 20));
     for (float tiny : {1e-30f, 1e-8f, 3.9e-4f, 4.1e-4f, 0.0f}) inputs.push_back(tiny);
     for (float huge : {9.0f, 50.0f, 1e30f, std::numeric_limits<float>::infinity()}) inputs.push_back(huge);
     while (inputs.size() % batch::size) inputs.push_back(0.5f);
     double worst_tanh = 0, worst_erf = 0;
     int not_odd = 0, beyond_one = 0;
     for (std::size_t i = 0; i < inputs.size(); i += batch::size) {
-        alignas(64) float tanh_values[batch::size], erf_values[batch::size], negated_tanh[batch::size], negated_erf[batch::size];
+        alignas(64) float tanh_values[batch::size], erf_values[batch::size], negated_tanh[batch::size],
+            negated_erf[batch::size];
         const auto x = batch::load_unaligned(inputs.data() + i);
         core::tanh(x).store_aligned(tanh_values);
         core::erf(x).store_aligned(erf_values);
@@ -333,7 +355,8 @@ template <class Exp, class Error>
 double worst_exp_error(Exp exp_function, Error error) {
     using batch = core::batch<float>;
     std::vector<float> inputs;
-    for (int i = 0; i <= (1 << 20); ++i) inputs.push_back(-87.0f + 175.0f * static_cast<float>(i) / static_cast<float>(1 << 20));
+    for (int i = 0; i <= (1 << 20); ++i)
+        inputs.push_back(-87.0f + 175.0f * static_cast<float>(i) / static_cast<float>(1 << 20));
     while (inputs.size() % batch::size) inputs.push_back(0.0f);
     double worst = 0;
     for (std::size_t i = 0; i < inputs.size(); i += batch::size) {
@@ -374,7 +397,8 @@ TEST_CASE("float exp stays within 2 ulp and keeps 0, inf and NaN at the ends", "
 
 // core::exp_of_difference trades accuracy at large |x| for speed: relative error within
 // (2 + |x|)·2⁻²³ where the result is a normal float (the header's bound), the same ends as exp.
-TEST_CASE("exp_of_difference stays within (2 + |x|) 2^-23 relative and keeps 0, inf and NaN at the ends", "[core][math]") {
+TEST_CASE("exp_of_difference stays within (2 + |x|) 2^-23 relative and keeps 0, inf and NaN at the ends",
+          "[core][math]") {
     const auto exp_function = [](const core::batch<float>& x) { return core::exp_of_difference(x); };
     CHECK(worst_exp_error(exp_function, [](double x, double value) {
               const double want = std::exp(x);

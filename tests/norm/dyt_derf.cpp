@@ -22,14 +22,18 @@ struct pointwise {
     method kind;
     double alpha, shift;
 
-    void forward(matrix_view<const T> x, matrix_view<T> y, const std::vector<T>& weight, const std::vector<T>& bias, int threads = 1) const {
+    void forward(matrix_view<const T> x, matrix_view<T> y, const std::vector<T>& weight, const std::vector<T>& bias,
+                 int threads = 1) const {
         const vector_view<const T> w = weight.empty() ? vector_view<const T>{} : vector_view<const T>(weight);
         const vector_view<const T> b = bias.empty() ? vector_view<const T>{} : vector_view<const T>(bias);
-        if (kind == method::dyt) norm::dyt_forward(x, alpha, w, b, y, {threads});
-        else norm::derf_forward(x, alpha, shift, w, b, y, {threads});
+        if (kind == method::dyt)
+            norm::dyt_forward(x, alpha, w, b, y, {threads});
+        else
+            norm::derf_forward(x, alpha, shift, w, b, y, {threads});
     }
-    std::pair<double, double> backward(matrix_view<const T> dy, matrix_view<const T> x, const std::vector<T>& weight, matrix_view<T> dx,
-                                       statistics_t<matrix_view<T>> dweight, statistics_t<matrix_view<T>> dbias, int threads = 1) const {
+    std::pair<double, double> backward(matrix_view<const T> dy, matrix_view<const T> x, const std::vector<T>& weight,
+                                       matrix_view<T> dx, statistics_t<matrix_view<T>> dweight,
+                                       statistics_t<matrix_view<T>> dbias, int threads = 1) const {
         const vector_view<const T> w = weight.empty() ? vector_view<const T>{} : vector_view<const T>(weight);
         if (kind == method::dyt) return {norm::dyt_backward(dy, x, alpha, w, dx, dweight, dbias, {threads}), 0.0};
         const auto scalars = norm::derf_backward(dy, x, alpha, shift, w, dx, dweight, dbias, {threads});
@@ -38,31 +42,37 @@ struct pointwise {
 };
 
 template <class T>
-void check_against_reference(method kind, index_type rows, index_type n, index_type padding, bool has_weight, bool has_bias,
-                             bool parameter_gradients, std::uint32_t seed) {
-    INFO(method_name(kind) << " " << type_name<T>() << " rows " << rows << " n " << n << " padding " << padding << " weight " << has_weight
-                           << " bias " << has_bias);
+void check_against_reference(method kind, index_type rows, index_type n, index_type padding, bool has_weight,
+                             bool has_bias, bool parameter_gradients, std::uint32_t seed) {
+    INFO(method_name(kind) << " " << type_name<T>() << " rows " << rows << " n " << n << " padding " << padding
+                           << " weight " << has_weight << " bias " << has_bias);
     using S = core::statistic_t<T>;
     const pointwise<T> op{kind, kind == method::dyt ? 0.8 : 0.6, kind == method::dyt ? 0.0 : 0.3};
     test_matrix<T> x(rows, n, random_values(rows * n, seed, 0.0, 2.0), padding);
-    test_matrix<T> y(rows, n, padding + 1), dy(rows, n, random_values(rows * n, seed + 1), padding), dx(rows, n, padding);
+    test_matrix<T> y(rows, n, padding + 1), dy(rows, n, random_values(rows * n, seed + 1), padding),
+        dx(rows, n, padding);
     const auto weight_values = has_weight ? stored<T>(random_values(n, seed + 2, 1.0, 0.5)) : std::vector<double>{};
     const auto bias_values = has_bias ? stored<T>(random_values(n, seed + 3)) : std::vector<double>{};
     const auto weight = to_storage<T>(weight_values), bias = to_storage<T>(bias_values);
 
     op.forward(x.view, y.view, weight, bias);
-    const auto y_ref = kind == method::dyt ? reference::dyt_forward(x.values(), n, op.alpha, weight_values, bias_values)
-                                           : reference::derf_forward(x.values(), n, op.alpha, op.shift, weight_values, bias_values);
+    const auto y_ref = kind == method::dyt
+                           ? reference::dyt_forward(x.values(), n, op.alpha, weight_values, bias_values)
+                           : reference::derf_forward(x.values(), n, op.alpha, op.shift, weight_values, bias_values);
     // y is O(|γ| + |β|): one rounding to T, plus a few float ulps of tanh / erf.
     CHECK(relative_error(y.values(), y_ref) < tolerance<T>() * 2);
     CHECK(y.padding_untouched());
 
     std::vector<S> dweight(parameter_gradients ? n : 0), dbias(parameter_gradients ? n : 0);
-    const auto scalars = op.backward(dy.view, x.view, weight, dx.view, parameter_gradients ? statistics_t<matrix_view<T>>(dweight) : statistics_t<matrix_view<T>>{},
-                                     parameter_gradients ? statistics_t<matrix_view<T>>(dbias) : statistics_t<matrix_view<T>>{});
-    const auto ref = kind == method::dyt ? reference::dyt_backward(dy.values(), x.values(), n, op.alpha, weight_values)
-                                         : reference::derf_backward(dy.values(), x.values(), n, op.alpha, op.shift, weight_values);
-    const double dx_tolerance = std::is_same_v<T, double> ? 1e-12 : (std::is_same_v<T, float> ? 1e-5 : tolerance<T>() * 2);
+    const auto scalars =
+        op.backward(dy.view, x.view, weight, dx.view,
+                    parameter_gradients ? statistics_t<matrix_view<T>>(dweight) : statistics_t<matrix_view<T>>{},
+                    parameter_gradients ? statistics_t<matrix_view<T>>(dbias) : statistics_t<matrix_view<T>>{});
+    const auto ref = kind == method::dyt
+                         ? reference::dyt_backward(dy.values(), x.values(), n, op.alpha, weight_values)
+                         : reference::derf_backward(dy.values(), x.values(), n, op.alpha, op.shift, weight_values);
+    const double dx_tolerance =
+        std::is_same_v<T, double> ? 1e-12 : (std::is_same_v<T, float> ? 1e-5 : tolerance<T>() * 2);
     CHECK(relative_error(dx.values(), ref.dx) < dx_tolerance);
     CHECK(dx.padding_untouched());
     // Parameter gradients are accumulated in float from exactly stored inputs: float accuracy even for bf16.
@@ -78,8 +88,8 @@ void check_against_reference(method kind, index_type rows, index_type n, index_t
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("dyt and derf match the reference over SIMD tails, strides and unaligned rows", "[dyt][derf]", float, double,
-                   Eigen::bfloat16, Eigen::half) {
+TEMPLATE_TEST_CASE("dyt and derf match the reference over SIMD tails, strides and unaligned rows", "[dyt][derf]", float,
+                   double, Eigen::bfloat16, Eigen::half) {
     std::uint32_t seed = 1;
     for (method kind : {method::dyt, method::derf}) {
         for (index_type n : tail_dims) {
@@ -105,26 +115,37 @@ TEST_CASE("dyt and derf gradients agree with central finite differences", "[dyt]
 
     SECTION("DyT: dx, dα, dγ, dβ") {
         const double dalpha = norm::dyt_backward(upstream, in, alpha, weight, out, dweight, dbias);
-        const auto loss = [&](const std::vector<double>& xs, double a, const std::vector<double>& w, const std::vector<double>& b) {
-            return dot(reference::dyt_forward(xs, n, a, w, b), dy);
-        };
-        CHECK(relative_error(dx, finite_difference(x, [&](const auto& v) { return loss(v, alpha, weight, bias); })) < 1e-7);
-        CHECK(relative_error({dalpha}, finite_difference({alpha}, [&](const auto& v) { return loss(x, v[0], weight, bias); })) < 1e-7);
-        CHECK(relative_error(dweight, finite_difference(weight, [&](const auto& v) { return loss(x, alpha, v, bias); })) < 1e-7);
-        CHECK(relative_error(dbias, finite_difference(bias, [&](const auto& v) { return loss(x, alpha, weight, v); })) < 1e-7);
+        const auto loss = [&](const std::vector<double>& xs, double a, const std::vector<double>& w,
+                              const std::vector<double>& b) { return dot(reference::dyt_forward(xs, n, a, w, b), dy); };
+        CHECK(relative_error(dx, finite_difference(x, [&](const auto& v) { return loss(v, alpha, weight, bias); })) <
+              1e-7);
+        CHECK(relative_error({dalpha}, finite_difference({alpha}, [&](const auto& v) {
+                                 return loss(x, v[0], weight, bias);
+                             })) < 1e-7);
+        CHECK(relative_error(dweight,
+                             finite_difference(weight, [&](const auto& v) { return loss(x, alpha, v, bias); })) < 1e-7);
+        CHECK(relative_error(dbias, finite_difference(bias, [&](const auto& v) { return loss(x, alpha, weight, v); })) <
+              1e-7);
     }
     SECTION("Derf: dx, dα, ds, dγ, dβ") {
         const auto scalars = norm::derf_backward(upstream, in, alpha, shift, weight, out, dweight, dbias);
-        const auto loss = [&](const std::vector<double>& xs, double a, double s, const std::vector<double>& w, const std::vector<double>& b) {
+        const auto loss = [&](const std::vector<double>& xs, double a, double s, const std::vector<double>& w,
+                              const std::vector<double>& b) {
             return dot(reference::derf_forward(xs, n, a, s, w, b), dy);
         };
-        CHECK(relative_error(dx, finite_difference(x, [&](const auto& v) { return loss(v, alpha, shift, weight, bias); })) < 1e-7);
-        CHECK(relative_error({scalars.alpha}, finite_difference({alpha}, [&](const auto& v) { return loss(x, v[0], shift, weight, bias); })) <
-              1e-7);
-        CHECK(relative_error({scalars.shift}, finite_difference({shift}, [&](const auto& v) { return loss(x, alpha, v[0], weight, bias); })) <
-              1e-7);
-        CHECK(relative_error(dweight, finite_difference(weight, [&](const auto& v) { return loss(x, alpha, shift, v, bias); })) < 1e-7);
-        CHECK(relative_error(dbias, finite_difference(bias, [&](const auto& v) { return loss(x, alpha, shift, weight, v); })) < 1e-7);
+        CHECK(relative_error(
+                  dx, finite_difference(x, [&](const auto& v) { return loss(v, alpha, shift, weight, bias); })) < 1e-7);
+        CHECK(relative_error({scalars.alpha}, finite_difference({alpha}, [&](const auto& v) {
+                                 return loss(x, v[0], shift, weight, bias);
+                             })) < 1e-7);
+        CHECK(relative_error({scalars.shift}, finite_difference({shift}, [&](const auto& v) {
+                                 return loss(x, alpha, v[0], weight, bias);
+                             })) < 1e-7);
+        CHECK(relative_error(dweight, finite_difference(weight, [&](const auto& v) {
+                                 return loss(x, alpha, shift, v, bias);
+                             })) < 1e-7);
+        CHECK(relative_error(dbias, finite_difference(
+                                        bias, [&](const auto& v) { return loss(x, alpha, shift, weight, v); })) < 1e-7);
     }
 }
 
@@ -147,14 +168,17 @@ TEST_CASE("dyt and derf properties", "[dyt][derf]") {
     }
     SECTION("Derf with s = β = 0 is odd, its input gradient even") {
         for (double alpha : {0.5, 1.0, 3.0}) {
-            std::vector<float> xf(x.begin(), x.end()), negated(rows * n), wf(weight.begin(), weight.end()), dy(rows * n, 1.0f);
+            std::vector<float> xf(x.begin(), x.end()), negated(rows * n), wf(weight.begin(), weight.end()),
+                dy(rows * n, 1.0f);
             for (index_type k = 0; k < rows * n; ++k) negated[k] = -xf[k];
             std::vector<float> y(rows * n), y_negated(rows * n), dx(rows * n), dx_negated(rows * n);
             norm::derf_forward(view(xf.data(), rows, n), alpha, 0.0, wf, {}, view(y.data(), rows, n));
             norm::derf_forward(view(negated.data(), rows, n), alpha, 0.0, wf, {}, view(y_negated.data(), rows, n));
             for (index_type k = 0; k < rows * n; ++k) CHECK(y_negated[k] == -y[k]);
-            norm::derf_backward(view(dy.data(), rows, n), view(xf.data(), rows, n), alpha, 0.0, wf, view(dx.data(), rows, n));
-            norm::derf_backward(view(dy.data(), rows, n), view(negated.data(), rows, n), alpha, 0.0, wf, view(dx_negated.data(), rows, n));
+            norm::derf_backward(view(dy.data(), rows, n), view(xf.data(), rows, n), alpha, 0.0, wf,
+                                view(dx.data(), rows, n));
+            norm::derf_backward(view(dy.data(), rows, n), view(negated.data(), rows, n), alpha, 0.0, wf,
+                                view(dx_negated.data(), rows, n));
             CHECK(dx == dx_negated);
         }
     }
@@ -163,20 +187,23 @@ TEST_CASE("dyt and derf properties", "[dyt][derf]") {
         const auto bias = random_values(n, 34);
         norm::dyt_forward(view(x.data(), rows, n), 0.0, weight, bias, view(y.data(), rows, n));
         for (index_type k = 0; k < rows * n; ++k) CHECK(y[k] == bias[k % n]);
-        const double dalpha = norm::dyt_backward(view(dy.data(), rows, n), view(x.data(), rows, n), 0.0, weight, view(dx.data(), rows, n));
+        const double dalpha = norm::dyt_backward(view(dy.data(), rows, n), view(x.data(), rows, n), 0.0, weight,
+                                                 view(dx.data(), rows, n));
         for (double value : dx) CHECK(value == 0.0);
         double expected = 0;
         for (index_type k = 0; k < rows * n; ++k) expected += dy[k] * weight[k % n] * x[k];
         CHECK(dalpha == Approx(expected).epsilon(1e-12));
     }
     SECTION("output may alias the input, input_gradient the output_gradient") {
-        std::vector<float> xf(x.begin(), x.end()), in_place = xf, y(rows * n), dy(rows * n, 0.5f), dx(rows * n), dy_in_place = dy;
+        std::vector<float> xf(x.begin(), x.end()), in_place = xf, y(rows * n), dy(rows * n, 0.5f), dx(rows * n),
+                                                   dy_in_place = dy;
         norm::derf_forward(view(xf.data(), rows, n), 0.5, 0.1, {}, {}, view(y.data(), rows, n));
         norm::derf_forward(view(in_place.data(), rows, n), 0.5, 0.1, {}, {}, view(in_place.data(), rows, n));
         CHECK(in_place == y);
-        const float da = norm::dyt_backward(view(dy.data(), rows, n), view(xf.data(), rows, n), 0.5, {}, view(dx.data(), rows, n));
-        const float da_in_place =
-            norm::dyt_backward(view(dy_in_place.data(), rows, n), view(xf.data(), rows, n), 0.5, {}, view(dy_in_place.data(), rows, n));
+        const float da =
+            norm::dyt_backward(view(dy.data(), rows, n), view(xf.data(), rows, n), 0.5, {}, view(dx.data(), rows, n));
+        const float da_in_place = norm::dyt_backward(view(dy_in_place.data(), rows, n), view(xf.data(), rows, n), 0.5,
+                                                     {}, view(dy_in_place.data(), rows, n));
         CHECK(dy_in_place == dx);
         CHECK(da == da_in_place);
     }
@@ -194,8 +221,8 @@ TEST_CASE("dyt and derf properties", "[dyt][derf]") {
 
 TEST_CASE("dyt and derf bf16 parameter gradients over 65536 rows keep float accuracy", "[dyt][derf][accuracy]") {
     const index_type rows = 65536, n = 16;
-    test_matrix<Eigen::bfloat16> x(rows, n, random_values(rows * n, 41, 0.0, 1.5), 0, false), dy(rows, n, random_values(rows * n, 42), 0, false),
-        dx(rows, n, 0, false);
+    test_matrix<Eigen::bfloat16> x(rows, n, random_values(rows * n, 41, 0.0, 1.5), 0, false),
+        dy(rows, n, random_values(rows * n, 42), 0, false), dx(rows, n, 0, false);
     const auto weight_values = stored<Eigen::bfloat16>(random_values(n, 43, 1.0, 0.3));
     const auto weight = to_storage<Eigen::bfloat16>(weight_values);
     std::vector<float> dweight(n), dbias(n);
@@ -216,13 +243,15 @@ TEST_CASE("dyt and derf bf16 parameter gradients over 65536 rows keep float accu
     }
 }
 
-TEMPLATE_TEST_CASE("dyt and derf are bitwise identical for 1 and 2 threads", "[dyt][derf][threads]", float, Eigen::bfloat16) {
+TEMPLATE_TEST_CASE("dyt and derf are bitwise identical for 1 and 2 threads", "[dyt][derf][threads]", float,
+                   Eigen::bfloat16) {
     for (method kind : {method::dyt, method::derf}) {
         for (index_type rows : {index_type(1), index_type(33), index_type(1000), index_type(5000)}) {
             const index_type n = 65;
             const pointwise<TestType> op{kind, 0.6, 0.2};
             test_matrix<TestType> x(rows, n, random_values(rows * n, 51)), dy(rows, n, random_values(rows * n, 52));
-            const auto weight = to_storage<TestType>(random_values(n, 53)), bias = to_storage<TestType>(random_values(n, 54));
+            const auto weight = to_storage<TestType>(random_values(n, 53)),
+                       bias = to_storage<TestType>(random_values(n, 54));
             std::vector<std::vector<TestType>> outputs;
             std::vector<std::vector<float>> gradients;
             std::vector<std::pair<double, double>> scalars;
@@ -271,20 +300,27 @@ TEST_CASE("dyt and derf reject bad input, naming the argument", "[dyt][derf][err
     require_error_naming([&] { norm::dyt_forward(in, 0.5, {}, weight, view(y.data(), 3, 4)); }, "bias");
     require_error_naming([&] { norm::dyt_forward(in, NAN, {}, {}, view(y.data(), 3, 4)); }, "alpha");
     require_error_naming([&] { norm::derf_forward(in, 0.5, INFINITY, {}, {}, view(y.data(), 3, 4)); }, "shift");
-    require_error_naming([&] { norm::derf_forward(matrix_view<const float>{nullptr, 3, 4, 4}, 0.5, 0.0, {}, {}, view(y.data(), 3, 4)); }, "input");
-    require_error_naming([&] { norm::dyt_backward(view(x.data(), 2, 4), in, 0.5, {}, view(y.data(), 3, 4)); }, "output_gradient");
+    require_error_naming(
+        [&] {
+            norm::derf_forward(matrix_view<const float>{nullptr, 3, 4, 4}, 0.5, 0.0, {}, {}, view(y.data(), 3, 4));
+        },
+        "input");
+    require_error_naming([&] { norm::dyt_backward(view(x.data(), 2, 4), in, 0.5, {}, view(y.data(), 3, 4)); },
+                         "output_gradient");
     require_error_naming([&] { norm::dyt_backward(in, in, 0.5, {}, view(y.data(), 2, 4)); }, "input_gradient");
     require_error_naming([&] { norm::dyt_backward(in, in, 0.5, {}, view(y.data(), 3, 4), dw, db); }, "bias_gradient");
-    require_error_naming([&] { norm::derf_backward(in, in, 0.5, 0.0, {}, view(y.data(), 3, 4), db); }, "weight_gradient");
+    require_error_naming([&] { norm::derf_backward(in, in, 0.5, 0.0, {}, view(y.data(), 3, 4), db); },
+                         "weight_gradient");
     require_error_naming([&] { norm::derf_backward(in, in, 0.5, NAN, {}, view(y.data(), 3, 4)); }, "shift");
 }
 
-TEMPLATE_TEST_CASE("streaming stores change no bit of dyt_forward or derf_forward", "[dyt][derf][stream]", float, double, Eigen::bfloat16,
-                   Eigen::half) {
+TEMPLATE_TEST_CASE("streaming stores change no bit of dyt_forward or derf_forward", "[dyt][derf][stream]", float,
+                   double, Eigen::bfloat16, Eigen::half) {
     for (index_type n : tail_dims) {
         const index_type rows = 3;
         test_matrix<TestType> x(rows, n, random_values(rows * n, 71, 0.2, 1.5), n % 5);
-        const auto weight = to_storage<TestType>(random_values(n, 72)), bias = to_storage<TestType>(random_values(n, 73));
+        const auto weight = to_storage<TestType>(random_values(n, 72)),
+                   bias = to_storage<TestType>(random_values(n, 73));
         std::vector<std::vector<TestType>> outputs;
         for (std::size_t threshold : {std::size_t(0), static_cast<std::size_t>(-1)}) {
             test_matrix<TestType> y(rows, n, n % 5), z(rows, n, n % 5);

@@ -23,11 +23,14 @@ norm::rms_norm_options rms_norm_eps(double eps) {
 }
 
 template <class T>
-void check_forward_backward(index_type rows, index_type n, index_type padding, double offset, bool affine, std::uint32_t seed) {
-    INFO(type_name<T>() << " rows " << rows << " n " << n << " padding " << padding << " offset " << offset << " affine " << affine);
+void check_forward_backward(index_type rows, index_type n, index_type padding, double offset, bool affine,
+                            std::uint32_t seed) {
+    INFO(type_name<T>() << " rows " << rows << " n " << n << " padding " << padding << " offset " << offset
+                        << " affine " << affine);
     const double eps = 1e-5;
     test_matrix<T> x(rows, n, random_values(rows * n, seed, offset, 1.0), padding);
-    test_matrix<T> y(rows, n, padding + 1), dy(rows, n, random_values(rows * n, seed + 1), padding), dx(rows, n, padding);
+    test_matrix<T> y(rows, n, padding + 1), dy(rows, n, random_values(rows * n, seed + 1), padding),
+        dx(rows, n, padding);
     const auto weight_values = affine ? stored<T>(random_values(n, seed + 2, 1.0, 0.5)) : std::vector<double>{};
     const auto bias_values = affine ? stored<T>(random_values(n, seed + 3)) : std::vector<double>{};
     const auto weight = to_storage<T>(weight_values), bias = to_storage<T>(bias_values);
@@ -44,8 +47,10 @@ void check_forward_backward(index_type rows, index_type n, index_type padding, d
 
     norm::layer_norm_backward(dy.view, x.view, weight, dx.view, dweight, dbias, mean, rstd, layer_norm_eps(eps));
     std::vector<double> dx_ref, dweight_ref, dbias_ref;
-    reference::layer_norm_backward(dy.values(), x.values(), {rows, n}, weight_values, eps, dx_ref, dweight_ref, dbias_ref);
-    const double gradient_tolerance = std::is_same_v<T, double> ? 1e-10 : (std::is_same_v<T, float> ? 1e-4 : tolerance<T>() * 4);
+    reference::layer_norm_backward(dy.values(), x.values(), {rows, n}, weight_values, eps, dx_ref, dweight_ref,
+                                   dbias_ref);
+    const double gradient_tolerance =
+        std::is_same_v<T, double> ? 1e-10 : (std::is_same_v<T, float> ? 1e-4 : tolerance<T>() * 4);
     // dx cancels (to 0 for n = 1, 2): measure it against the size of its terms r·γ⊙dy.
     const double terms = max_abs(rstd_ref) * max_abs(dy.values()) * (affine ? max_abs(weight_values) : 1.0);
     CHECK(relative_error(dx.values(), dx_ref, terms) < gradient_tolerance);
@@ -58,8 +63,8 @@ void check_forward_backward(index_type rows, index_type n, index_type padding, d
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("layer_norm matches the reference over SIMD tails, strides and unaligned rows", "[layer_norm]", float, double,
-                   Eigen::bfloat16, Eigen::half) {
+TEMPLATE_TEST_CASE("layer_norm matches the reference over SIMD tails, strides and unaligned rows", "[layer_norm]",
+                   float, double, Eigen::bfloat16, Eigen::half) {
     std::uint32_t seed = 1;
     for (index_type n : tail_dims) {
         for (index_type rows : {index_type(1), index_type(3), index_type(40)}) {
@@ -72,7 +77,8 @@ TEMPLATE_TEST_CASE("layer_norm matches the reference over SIMD tails, strides an
 
 TEMPLATE_TEST_CASE("layer_norm keeps its accuracy for rows far from zero", "[layer_norm]", float, double) {
     for (double offset : {1e4, 1e6}) {
-        for (index_type n : {index_type(17), index_type(1000), index_type(4097)}) check_forward_backward<TestType>(7, n, 0, offset, true, 99);
+        for (index_type n : {index_type(17), index_type(1000), index_type(4097)})
+            check_forward_backward<TestType>(7, n, 0, offset, true, 99);
     }
 }
 
@@ -82,8 +88,10 @@ TEST_CASE("layer_norm gradients agree with central finite differences", "[layer_
     const auto x = random_values(rows * n, 5), dy = random_values(rows * n, 6);
     const auto weight = random_values(n, 7, 1.0, 0.3), bias = random_values(n, 8);
     std::vector<double> y(rows * n), mean(rows), rstd(rows), dx(rows * n), dweight(n), dbias(n);
-    norm::layer_norm_forward(view(x.data(), rows, n), weight, bias, view(y.data(), rows, n), mean, rstd, layer_norm_eps(eps));
-    norm::layer_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), weight, view(dx.data(), rows, n), dweight, dbias, mean, rstd, layer_norm_eps(eps));
+    norm::layer_norm_forward(view(x.data(), rows, n), weight, bias, view(y.data(), rows, n), mean, rstd,
+                             layer_norm_eps(eps));
+    norm::layer_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), weight, view(dx.data(), rows, n),
+                              dweight, dbias, mean, rstd, layer_norm_eps(eps));
     // loss = Σ dy⊙y as a function of x, γ and β in turn.
     const auto loss = [&](const std::vector<double>& xs, const std::vector<double>& w, const std::vector<double>& b) {
         std::vector<double> out, m, r;
@@ -107,27 +115,31 @@ TEST_CASE("layer_norm properties", "[layer_norm]") {
             for (index_type j = 0; j < n; ++j) mu += x[i * n + j] / n;
             for (index_type j = 0; j < n; ++j) centered[i * n + j] -= mu;
         }
-        norm::layer_norm_forward(view(x.data(), rows, n), weight, {}, view(y.data(), rows, n), mean, rstd, layer_norm_eps(1e-5));
+        norm::layer_norm_forward(view(x.data(), rows, n), weight, {}, view(y.data(), rows, n), mean, rstd,
+                                 layer_norm_eps(1e-5));
         norm::rms_norm_forward(view(centered.data(), rows, n), weight, view(z.data(), rows, n), {}, rms_norm_eps(1e-5));
         CHECK(relative_error(y, z) < 1e-12);
     }
     SECTION("scale invariance as eps -> 0") {
         std::vector<double> scaled = x, y(rows * n), z(rows * n);
         for (auto& value : scaled) value *= 1e3;
-        norm::layer_norm_forward(view(x.data(), rows, n), weight, bias, view(y.data(), rows, n), {}, {}, layer_norm_eps(1e-300));
-        norm::layer_norm_forward(view(scaled.data(), rows, n), weight, bias, view(z.data(), rows, n), {}, {}, layer_norm_eps(1e-300));
+        norm::layer_norm_forward(view(x.data(), rows, n), weight, bias, view(y.data(), rows, n), {}, {},
+                                 layer_norm_eps(1e-300));
+        norm::layer_norm_forward(view(scaled.data(), rows, n), weight, bias, view(z.data(), rows, n), {}, {},
+                                 layer_norm_eps(1e-300));
         CHECK(relative_error(z, y) < 1e-12);
     }
     SECTION("a constant row gives y = beta exactly, dx = 0 and no weight gradient") {
         for (float constant : {0.0f, 0.1f, 1e6f, -3.7e4f}) {
             for (index_type width : {index_type(1), index_type(3), index_type(33)}) {
-                std::vector<float> c(2 * width, constant), out(2 * width), fmean(2), frstd(2), dy(2 * width, 1.0f), dx(2 * width), dw(width),
-                    db(width);
+                std::vector<float> c(2 * width, constant), out(2 * width), fmean(2), frstd(2), dy(2 * width, 1.0f),
+                    dx(2 * width), dw(width), db(width);
                 const std::vector<float> w(width, 2.0f), b(width, 0.25f);
                 norm::layer_norm_forward(view(c.data(), 2, width), w, b, view(out.data(), 2, width), fmean, frstd);
                 for (float value : out) CHECK(value == 0.25f);
                 CHECK(fmean[0] == constant);
-                norm::layer_norm_backward(view(dy.data(), 2, width), view(c.data(), 2, width), w, view(dx.data(), 2, width), dw, db, fmean, frstd);
+                norm::layer_norm_backward(view(dy.data(), 2, width), view(c.data(), 2, width), w,
+                                          view(dx.data(), 2, width), dw, db, fmean, frstd);
                 for (float value : dx) CHECK(value == 0.0f);
                 for (float value : dw) CHECK(value == 0.0f);
                 for (float value : db) CHECK(value == 2.0f);
@@ -142,11 +154,13 @@ TEST_CASE("layer_norm properties", "[layer_norm]") {
     }
 }
 
-TEMPLATE_TEST_CASE("layer_norm is bitwise identical for 1 and 2 threads", "[layer_norm][threads]", float, Eigen::bfloat16) {
+TEMPLATE_TEST_CASE("layer_norm is bitwise identical for 1 and 2 threads", "[layer_norm][threads]", float,
+                   Eigen::bfloat16) {
     for (index_type rows : {index_type(1), index_type(33), index_type(1000), index_type(5000)}) {
         const index_type n = 65;
         test_matrix<TestType> x(rows, n, random_values(rows * n, 21, 2.0)), dy(rows, n, random_values(rows * n, 22));
-        const auto weight = to_storage<TestType>(random_values(n, 23)), bias = to_storage<TestType>(random_values(n, 24));
+        const auto weight = to_storage<TestType>(random_values(n, 23)),
+                   bias = to_storage<TestType>(random_values(n, 24));
         std::vector<std::vector<TestType>> outputs;
         std::vector<std::vector<float>> gradients;
         for (int threads : {1, 2}) {
@@ -178,7 +192,9 @@ TEST_CASE("layer_norm accepts Eigen tensors, maps and matrices", "[layer_norm][v
     norm::layer_norm_forward(as_matrix, weight, {}, out);
     CHECK(std::equal(out.data(), out.data() + out.size(), y.data()));
     Eigen::TensorMap<Eigen::Tensor<float, 2, Eigen::RowMajor>> mapped(out.data(), 6, 17);
-    norm::layer_norm_forward(Eigen::TensorMap<const Eigen::Tensor<const float, 2, Eigen::RowMajor>>(as_matrix.data(), 6, 17), weight, {}, mapped);
+    norm::layer_norm_forward(
+        Eigen::TensorMap<const Eigen::Tensor<const float, 2, Eigen::RowMajor>>(as_matrix.data(), 6, 17), weight, {},
+        mapped);
     CHECK(std::equal(out.data(), out.data() + out.size(), y.data()));
     // A block of a wider row-major matrix is a strided view.
     Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> wide = Eigen::MatrixXf::Zero(6, 40);
@@ -190,22 +206,52 @@ TEST_CASE("layer_norm accepts Eigen tensors, maps and matrices", "[layer_norm][v
 TEST_CASE("layer_norm rejects bad input, naming the argument", "[layer_norm][errors]") {
     std::vector<float> x(12, 1.0f), y(12), mean(3), rstd(3), dw(4), db(4);
     const std::vector<float> weight(5, 1.0f), good_weight(4, 1.0f);
-    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), {}, {}, view(y.data(), 4, 3)); }, "output");
-    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), weight, {}, view(y.data(), 3, 4)); }, "weight");
-    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), {}, weight, view(y.data(), 3, 4)); }, "bias");
-    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), {}, {}, view(y.data(), 3, 4), {}, {}, layer_norm_eps(0.0)); }, "eps");
-    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), {}, {}, view(y.data(), 3, 4), {}, {}, layer_norm_eps(-1e-5)); }, "eps");
-    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), {}, {}, view(y.data(), 3, 4), vector_view<float>(mean.data(), 2)); },
-                         "mean");
-    require_error_naming([&] { norm::layer_norm_forward(matrix_view<const float>{nullptr, 3, 4, 4}, {}, {}, view(y.data(), 3, 4)); }, "input");
-    require_error_naming([&] { view(static_cast<float*>(nullptr), 3, 4); }, "null");
-    require_error_naming([&] { norm::layer_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), {}, view(y.data(), 3, 4), {}, {}, {}, {}); },
-                         "rstd");
+    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), {}, {}, view(y.data(), 4, 3)); },
+                         "output");
+    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), weight, {}, view(y.data(), 3, 4)); },
+                         "weight");
+    require_error_naming([&] { norm::layer_norm_forward(view(x.data(), 3, 4), {}, weight, view(y.data(), 3, 4)); },
+                         "bias");
     require_error_naming(
-        [&] { norm::layer_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), good_weight, view(y.data(), 3, 4), dw, vector_view<float>(db.data(), 3), mean, rstd); },
+        [&] {
+            norm::layer_norm_forward(view(x.data(), 3, 4), {}, {}, view(y.data(), 3, 4), {}, {}, layer_norm_eps(0.0));
+        },
+        "eps");
+    require_error_naming(
+        [&] {
+            norm::layer_norm_forward(view(x.data(), 3, 4), {}, {}, view(y.data(), 3, 4), {}, {}, layer_norm_eps(-1e-5));
+        },
+        "eps");
+    require_error_naming(
+        [&] {
+            norm::layer_norm_forward(view(x.data(), 3, 4), {}, {}, view(y.data(), 3, 4),
+                                     vector_view<float>(mean.data(), 2));
+        },
+        "mean");
+    require_error_naming(
+        [&] {
+            norm::layer_norm_forward(matrix_view<const float>{nullptr, 3, 4, 4}, {}, {}, view(y.data(), 3, 4));
+        },
+        "input");
+    require_error_naming([&] { view(static_cast<float*>(nullptr), 3, 4); }, "null");
+    require_error_naming(
+        [&] {
+            norm::layer_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), {}, view(y.data(), 3, 4), {}, {}, {},
+                                      {});
+        },
+        "rstd");
+    require_error_naming(
+        [&] {
+            norm::layer_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), good_weight, view(y.data(), 3, 4), dw,
+                                      vector_view<float>(db.data(), 3), mean, rstd);
+        },
         "bias_gradient");
-    require_error_naming([&] { norm::layer_norm_backward(view(x.data(), 2, 4), view(x.data(), 3, 4), {}, view(y.data(), 3, 4), {}, {}, mean, rstd); },
-                         "output_gradient");
+    require_error_naming(
+        [&] {
+            norm::layer_norm_backward(view(x.data(), 2, 4), view(x.data(), 3, 4), {}, view(y.data(), 3, 4), {}, {},
+                                      mean, rstd);
+        },
+        "output_gradient");
 }
 
 TEST_CASE("as_vector keeps the element type and constness of its argument", "[view]") {
@@ -225,8 +271,8 @@ TEST_CASE("as_vector keeps the element type and constness of its argument", "[vi
     CHECK(as_vector(matrix.row(2)).data == matrix.data() + 10);
 }
 
-TEMPLATE_TEST_CASE("streaming stores change no bit of layer_norm or rms_norm", "[layer_norm][rms_norm][stream]", float, double,
-                   Eigen::bfloat16, Eigen::half) {
+TEMPLATE_TEST_CASE("streaming stores change no bit of layer_norm or rms_norm", "[layer_norm][rms_norm][stream]", float,
+                   double, Eigen::bfloat16, Eigen::half) {
     for (index_type n : tail_dims) {
         const index_type rows = 5;  // two pairs, (0, 3) and (1, 4), and row 2 left over
         auto values = random_values(rows * n, 61, 1.0, 2.0);
@@ -234,7 +280,8 @@ TEMPLATE_TEST_CASE("streaming stores change no bit of layer_norm or rms_norm", "
         // in the pair summed on its own and in a pair summed while the one before was written.
         values[0] = values[static_cast<std::size_t>(4 * n)] = 9.0;
         test_matrix<TestType> x(rows, n, values, n % 5);
-        const auto weight = to_storage<TestType>(random_values(n, 62)), bias = to_storage<TestType>(random_values(n, 63));
+        const auto weight = to_storage<TestType>(random_values(n, 62)),
+                   bias = to_storage<TestType>(random_values(n, 63));
         std::vector<std::vector<TestType>> outputs;
         std::vector<std::vector<core::statistic_t<TestType>>> statistics;
         for (std::size_t threshold : {std::size_t(0), static_cast<std::size_t>(-1)}) {
@@ -275,7 +322,8 @@ TEMPLATE_TEST_CASE("streaming stores change no bit of layer_norm or rms_norm", "
         in_place.set(x.values());
         norm::rms_norm_forward(in_place.view, weight, in_place.view, {}, rms);
         CHECK(std::memcmp(in_place.storage.data(), outputs[6].data(), outputs[6].size() * sizeof(TestType)) == 0);
-        for (std::size_t k = 0; k < 6; ++k) CHECK(statistics[k] == statistics[k + 6]);  // LayerNorm's mean and rstd, RMSNorm's rstds
+        for (std::size_t k = 0; k < 6; ++k)
+            CHECK(statistics[k] == statistics[k + 6]);  // LayerNorm's mean and rstd, RMSNorm's rstds
         // Two blocks of rows, [0, 2) and [2, 5) (core::parallel_for): each sums its own first pair.
         test_matrix<TestType> split(rows, n, n % 5);
         std::vector<core::statistic_t<TestType>> mean(rows), rstd(rows);

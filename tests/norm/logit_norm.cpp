@@ -38,41 +38,51 @@ std::vector<long> random_labels(index_type rows, index_type classes, std::uint32
 std::vector<double> loss_gradient_by_differences(const std::vector<double>& logits, index_type rows, index_type classes,
                                                  const std::vector<long>& labels, double temperature) {
     return finite_difference(
-        logits, [&](const std::vector<double>& f) { return reference::logit_norm_loss(f, rows, classes, labels, temperature, 1e-7); }, 1e-6);
+        logits,
+        [&](const std::vector<double>& f) {
+            return reference::logit_norm_loss(f, rows, classes, labels, temperature, 1e-7);
+        },
+        1e-6);
 }
 
 template <class T>
 void check_loss(index_type rows, index_type classes, double temperature, index_type padding, std::uint32_t seed) {
-    INFO(type_name<T>() << " rows " << rows << " classes " << classes << " temperature " << temperature << " padding " << padding);
+    INFO(type_name<T>() << " rows " << rows << " classes " << classes << " temperature " << temperature << " padding "
+                        << padding);
     using S = core::statistic_t<T>;
-    test_matrix<T> logits(rows, classes, random_values(rows * classes, seed, 0.5, 3.0), padding), gradient(rows, classes, padding + 1);
+    test_matrix<T> logits(rows, classes, random_values(rows * classes, seed, 0.5, 3.0), padding),
+        gradient(rows, classes, padding + 1);
     const auto labels = random_labels(rows, classes, seed + 1);
     std::vector<S> losses(rows);
     norm::logit_norm_options options;
     options.temperature = temperature;
     const double loss = norm::logit_norm_loss_gradient(logits.view, labels, gradient.view, losses, options);
     std::vector<double> losses_ref;
-    const double loss_ref = reference::logit_norm_loss(logits.values(), rows, classes, labels, temperature, 1e-7, &losses_ref);
+    const double loss_ref =
+        reference::logit_norm_loss(logits.values(), rows, classes, labels, temperature, 1e-7, &losses_ref);
     // The loss is O(1/τ): float arithmetic on logits stored exactly.
     const double value_tolerance = std::is_same_v<T, double> ? 1e-12 : 2e-5;
     CHECK(std::abs(loss - loss_ref) <= value_tolerance * std::max(1.0, 1.0 / temperature));
     CHECK(relative_error(to_double(losses), losses_ref, 1.0 / temperature) < value_tolerance);
     // The value alone is the same computation (up to the compiler's choice of fused multiply-adds).
-    CHECK(std::abs(norm::logit_norm_loss(logits.view, labels, {}, options) - loss) <= 1e-6 * std::max(1.0, std::abs(loss)));
+    CHECK(std::abs(norm::logit_norm_loss(logits.view, labels, {}, options) - loss) <=
+          1e-6 * std::max(1.0, std::abs(loss)));
     if (classes == 1) CHECK(loss == 0.0);
     // The gradient against double differences of the reference at the stored logits.
     const auto expected = loss_gradient_by_differences(logits.values(), rows, classes, labels, temperature);
-    const double gradient_tolerance = std::is_same_v<T, double> ? 1e-6 : (std::is_same_v<T, float> ? 1e-4 : tolerance<T>() * 2);
+    const double gradient_tolerance =
+        std::is_same_v<T, double> ? 1e-6 : (std::is_same_v<T, float> ? 1e-4 : tolerance<T>() * 2);
     CHECK(relative_error(gradient.values(), expected) < gradient_tolerance);
     CHECK(gradient.padding_untouched());
 }
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("logit_norm_loss and its gradient match the reference over class counts", "[logit_norm]", float, double, Eigen::bfloat16,
-                   Eigen::half) {
+TEMPLATE_TEST_CASE("logit_norm_loss and its gradient match the reference over class counts", "[logit_norm]", float,
+                   double, Eigen::bfloat16, Eigen::half) {
     std::uint32_t seed = 1;
-    for (index_type classes : {index_type(1), index_type(2), index_type(3), index_type(10), index_type(17), index_type(33), index_type(100)}) {
+    for (index_type classes : {index_type(1), index_type(2), index_type(3), index_type(10), index_type(17),
+                               index_type(33), index_type(100)}) {
         for (double temperature : {1.0, 0.04}) check_loss<TestType>(5, classes, temperature, classes % 3, seed++);
     }
     check_loss<TestType>(2, 257, 1.0, 1, seed++);
@@ -89,7 +99,8 @@ TEST_CASE("logit_norm_loss degenerate rows", "[logit_norm]") {
         logits[classes] = 1.0;  // a second, ordinary row
         const std::vector<long> labels = {2, 0};
         std::vector<double> losses(2);
-        norm::logit_norm_loss_gradient(view(logits.data(), 2, classes), labels, view(gradient.data(), 2, classes), losses);
+        norm::logit_norm_loss_gradient(view(logits.data(), 2, classes), labels, view(gradient.data(), 2, classes),
+                                       losses);
         CHECK(losses[0] == Approx(std::log(4.0)).epsilon(1e-14));
         for (index_type k = 0; k < classes; ++k) {
             const double g = (0.25 - (k == 2 ? 1.0 : 0.0)) / 2;  // (p − e_y)/N
@@ -110,7 +121,8 @@ TEST_CASE("logit_norm_loss degenerate rows", "[logit_norm]") {
 }
 
 TEST_CASE("selective_classification_score matches the reference", "[logit_norm][selective]") {
-    for (index_type classes : {index_type(1), index_type(2), index_type(3), index_type(10), index_type(17), index_type(100), index_type(1000)}) {
+    for (index_type classes : {index_type(1), index_type(2), index_type(3), index_type(10), index_type(17),
+                               index_type(100), index_type(1000)}) {
         const index_type rows = 6;
         const auto logits = random_values(rows * classes, 11 + classes, 2.0, 3.0);
         for (double p : {0.5, 1.0, 2.0, 3.0, 7.5, 10.0, double(INFINITY)}) {
@@ -122,10 +134,12 @@ TEST_CASE("selective_classification_score matches the reference", "[logit_norm][
             test_matrix<float> stored_logits(rows, classes, logits, 2);
             std::vector<float> float_scores(rows);
             norm::selective_classification_score(stored_logits.view, float_scores, score_order(p));
-            CHECK(relative_error(to_double(float_scores), reference::selective_score(stored_logits.values(), rows, classes, p), 1.0) < 2e-5);
+            CHECK(relative_error(to_double(float_scores),
+                                 reference::selective_score(stored_logits.values(), rows, classes, p), 1.0) < 2e-5);
             test_matrix<Eigen::bfloat16> bf16_logits(rows, classes, logits, 1);
             norm::selective_classification_score(bf16_logits.view, float_scores, score_order(p));
-            CHECK(relative_error(to_double(float_scores), reference::selective_score(bf16_logits.values(), rows, classes, p), 1.0) < 2e-5);
+            CHECK(relative_error(to_double(float_scores),
+                                 reference::selective_score(bf16_logits.values(), rows, classes, p), 1.0) < 2e-5);
         }
     }
 }
@@ -142,12 +156,14 @@ TEST_CASE("selective_classification_score properties", "[logit_norm][selective]"
                     INFO("p " << p << " scale " << scale << " shift " << shift);
                     std::vector<double> transformed(logits.size());
                     for (std::size_t k = 0; k < logits.size(); ++k) transformed[k] = scale * logits[k] + shift;
-                    norm::selective_classification_score(view(transformed.data(), rows, classes), transformed_scores, score_order(p));
+                    norm::selective_classification_score(view(transformed.data(), rows, classes), transformed_scores,
+                                                         score_order(p));
                     CHECK(relative_error(transformed_scores, scores) < 1e-9);
                 }
             }
             // In float the shift costs at most the precision of the shifted logits.
-            std::vector<float> as_float(logits.begin(), logits.end()), shifted(logits.size()), float_scores(rows), shifted_scores(rows);
+            std::vector<float> as_float(logits.begin(), logits.end()), shifted(logits.size()), float_scores(rows),
+                shifted_scores(rows);
             for (std::size_t k = 0; k < logits.size(); ++k) shifted[k] = 4.0f * as_float[k] + 8.0f;
             norm::selective_classification_score(view(as_float.data(), rows, classes), float_scores, score_order(p));
             norm::selective_classification_score(view(shifted.data(), rows, classes), shifted_scores, score_order(p));
@@ -174,8 +190,10 @@ TEST_CASE("area_under_risk_coverage", "[logit_norm][aurc]") {
         const std::vector<double> scores = {0.9, 0.1, 0.5, 0.7, 0.3, 0.8};
         const std::vector<double> errors = {0, 1, 1, 0, 1, 0};
         // Accepted in order 0.9, 0.8, 0.7, 0.5, 0.3, 0.1 → errors 0, 0, 0, 1, 1, 1.
-        CHECK(norm::area_under_risk_coverage(scores, errors) == Approx(reference::aurc_in_order({0, 0, 0, 1, 1, 1})).epsilon(1e-15));
-        CHECK(norm::area_under_risk_coverage(scores, errors) == Approx((0 + 0 + 0 + 1.0 / 4 + 2.0 / 5 + 3.0 / 6) / 6).epsilon(1e-15));
+        CHECK(norm::area_under_risk_coverage(scores, errors) ==
+              Approx(reference::aurc_in_order({0, 0, 0, 1, 1, 1})).epsilon(1e-15));
+        CHECK(norm::area_under_risk_coverage(scores, errors) ==
+              Approx((0 + 0 + 0 + 1.0 / 4 + 2.0 / 5 + 3.0 / 6) / 6).epsilon(1e-15));
     }
     SECTION("tied scores: the average over every order of the tie") {
         const std::vector<float> scores = {0.5f, 0.9f, 0.5f, 0.2f, 0.5f, 0.7f};
@@ -185,14 +203,16 @@ TEST_CASE("area_under_risk_coverage", "[logit_norm][aurc]") {
         double total = 0;
         int orders = 0;
         do {
-            total += reference::aurc_in_order({errors[1], errors[5], errors[tie[0]], errors[tie[1]], errors[tie[2]], errors[3]});
+            total += reference::aurc_in_order(
+                {errors[1], errors[5], errors[tie[0]], errors[tie[1]], errors[tie[2]], errors[3]});
             ++orders;
         } while (std::next_permutation(tie.begin(), tie.end()));
         CHECK(norm::area_under_risk_coverage(scores, errors) == Approx(total / orders).epsilon(1e-14));
         // And the input order does not matter.
         const std::vector<float> reversed_scores(scores.rbegin(), scores.rend());
         const std::vector<double> reversed_errors(errors.rbegin(), errors.rend());
-        CHECK(norm::area_under_risk_coverage(reversed_scores, reversed_errors) == norm::area_under_risk_coverage(scores, errors));
+        CHECK(norm::area_under_risk_coverage(reversed_scores, reversed_errors) ==
+              norm::area_under_risk_coverage(scores, errors));
     }
     SECTION("empty input gives 0; errors only at the lowest scores give the least AURC") {
         CHECK(norm::area_under_risk_coverage(std::vector<double>{}, std::vector<double>{}) == 0.0);
@@ -228,12 +248,14 @@ TEST_CASE("select_norm_order picks the p of least validation AURC", "[logit_norm
     }
     CHECK(selection.p == best_p);
     CHECK(selection.aurc == Approx(best_aurc).epsilon(1e-9));
-    const auto restricted = norm::select_norm_order(view(logits.data(), rows, classes), labels, candidate_orders({2.0, 2.0}));
+    const auto restricted =
+        norm::select_norm_order(view(logits.data(), rows, classes), labels, candidate_orders({2.0, 2.0}));
     CHECK(restricted.p == 2.0);
     CHECK(restricted.aurcs.size() == 2);
 }
 
-TEMPLATE_TEST_CASE("logit normalization is bitwise identical for 1 and 2 threads", "[logit_norm][threads]", float, Eigen::bfloat16) {
+TEMPLATE_TEST_CASE("logit normalization is bitwise identical for 1 and 2 threads", "[logit_norm][threads]", float,
+                   Eigen::bfloat16) {
     for (index_type rows : {index_type(1), index_type(33), index_type(1000), index_type(5000)}) {
         const index_type classes = 19;
         test_matrix<TestType> logits(rows, classes, random_values(rows * classes, 41, 0.0, 2.0));
@@ -271,11 +293,22 @@ TEST_CASE("logit normalization rejects bad input, naming the argument", "[logit_
     require_error_naming([&] { norm::logit_norm_loss(z, labels, {}, no_delta); }, "delta");
     require_error_naming([&] { norm::logit_norm_loss_gradient(z, labels, view(gradient.data(), 4, 3)); }, "gradient");
     require_error_naming([&] { norm::logit_norm_loss(z, labels, vector_view<float>(scores.data(), 2)); }, "losses");
-    require_error_naming([&] { norm::selective_classification_score(z, vector_view<float>(scores.data(), 2), score_order(2.0)); }, "scores");
+    require_error_naming(
+        [&] { norm::selective_classification_score(z, vector_view<float>(scores.data(), 2), score_order(2.0)); },
+        "scores");
     require_error_naming([&] { norm::selective_classification_score(z, scores, score_order(0.0)); }, "p must");
     require_error_naming([&] { norm::selective_classification_score(z, scores, score_order(NAN)); }, "p must");
-    require_error_naming([&] { norm::area_under_risk_coverage(std::vector<double>{1, 2}, std::vector<double>{1}); }, "losses");
-    require_error_naming([&] { norm::area_under_risk_coverage(std::vector<double>{1, NAN}, std::vector<double>{1, 0}); }, "scores[1]");
-    require_error_naming([&] { norm::select_norm_order(view(logits.data(), 0, 4), std::vector<long>{}); }, "validation_logits");
+    require_error_naming(
+        [&] {
+            norm::area_under_risk_coverage(std::vector<double>{1, 2}, std::vector<double>{1});
+        },
+        "losses");
+    require_error_naming(
+        [&] {
+            norm::area_under_risk_coverage(std::vector<double>{1, NAN}, std::vector<double>{1, 0});
+        },
+        "scores[1]");
+    require_error_naming([&] { norm::select_norm_order(view(logits.data(), 0, 4), std::vector<long>{}); },
+                         "validation_logits");
     require_error_naming([&] { norm::select_norm_order(z, labels, candidate_orders({})); }, "candidates");
 }

@@ -10,12 +10,16 @@ using namespace normkit::testing;
 namespace {
 
 template <class T>
-void check_forward_backward(index_type rows, index_type n, index_type padding, bool offset, bool has_weight, std::uint32_t seed) {
-    INFO(type_name<T>() << " rows " << rows << " n " << n << " padding " << padding << " offset " << offset << " weight " << has_weight);
+void check_forward_backward(index_type rows, index_type n, index_type padding, bool offset, bool has_weight,
+                            std::uint32_t seed) {
+    INFO(type_name<T>() << " rows " << rows << " n " << n << " padding " << padding << " offset " << offset
+                        << " weight " << has_weight);
     const double eps = 1e-6;
     test_matrix<T> x(rows, n, random_values(rows * n, seed, 0.3, 2.0), padding);
-    test_matrix<T> y(rows, n, padding + 2), dy(rows, n, random_values(rows * n, seed + 1), padding), dx(rows, n, padding);
-    const auto weight_values = has_weight ? stored<T>(random_values(n, seed + 2, offset ? 0.0 : 1.0, 0.5)) : std::vector<double>{};
+    test_matrix<T> y(rows, n, padding + 2), dy(rows, n, random_values(rows * n, seed + 1), padding),
+        dx(rows, n, padding);
+    const auto weight_values =
+        has_weight ? stored<T>(random_values(n, seed + 2, offset ? 0.0 : 1.0, 0.5)) : std::vector<double>{};
     const auto weight = to_storage<T>(weight_values);
     std::vector<core::statistic_t<T>> rstd(rows), dweight(n);
     norm::rms_norm_options options;
@@ -32,7 +36,8 @@ void check_forward_backward(index_type rows, index_type n, index_type padding, b
     norm::rms_norm_backward(dy.view, x.view, weight, dx.view, dweight, rstd, options);
     std::vector<double> dx_ref, dweight_ref;
     reference::rms_norm_backward(dy.values(), x.values(), {rows, n}, weight_values, offset, eps, dx_ref, dweight_ref);
-    const double gradient_tolerance = std::is_same_v<T, double> ? 1e-10 : (std::is_same_v<T, float> ? 1e-4 : tolerance<T>() * 4);
+    const double gradient_tolerance =
+        std::is_same_v<T, double> ? 1e-10 : (std::is_same_v<T, float> ? 1e-4 : tolerance<T>() * 4);
     const double terms = max_abs(rstd_ref) * max_abs(dy.values()) * (has_weight ? 1.0 + max_abs(weight_values) : 1.0);
     CHECK(relative_error(dx.values(), dx_ref, terms) < gradient_tolerance);
     CHECK(relative_error(to_double(dweight), dweight_ref) < (std::is_same_v<T, double> ? 1e-11 : 1e-4));
@@ -41,8 +46,8 @@ void check_forward_backward(index_type rows, index_type n, index_type padding, b
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("rms_norm matches the reference over SIMD tails, strides and unaligned rows", "[rms_norm]", float, double,
-                   Eigen::bfloat16, Eigen::half) {
+TEMPLATE_TEST_CASE("rms_norm matches the reference over SIMD tails, strides and unaligned rows", "[rms_norm]", float,
+                   double, Eigen::bfloat16, Eigen::half) {
     std::uint32_t seed = 100;
     for (index_type n : tail_dims) {
         for (index_type rows : {index_type(1), index_type(3), index_type(40)}) {
@@ -57,14 +62,16 @@ TEMPLATE_TEST_CASE("rms_norm matches the reference over SIMD tails, strides and 
 TEST_CASE("rms_norm gradients agree with central finite differences", "[rms_norm]") {
     const index_type rows = 3, n = 21;
     const double eps = 1e-6;
-    const auto x = random_values(rows * n, 31), dy = random_values(rows * n, 32), weight = random_values(n, 33, 0.2, 0.5);
+    const auto x = random_values(rows * n, 31), dy = random_values(rows * n, 32),
+               weight = random_values(n, 33, 0.2, 0.5);
     for (bool offset : {false, true}) {
         norm::rms_norm_options options;
         options.eps = eps;
         options.offset = offset;
         std::vector<double> y(rows * n), rstd(rows), dx(rows * n), dweight(n);
         norm::rms_norm_forward(view(x.data(), rows, n), weight, view(y.data(), rows, n), rstd, options);
-        norm::rms_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), weight, view(dx.data(), rows, n), dweight, rstd, options);
+        norm::rms_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), weight, view(dx.data(), rows, n),
+                                dweight, rstd, options);
         const auto loss = [&](const std::vector<double>& xs, const std::vector<double>& w) {
             std::vector<double> out, r;
             reference::rms_norm_forward(xs, {rows, n}, w, offset, eps, out, r);
@@ -92,7 +99,8 @@ TEST_CASE("rms_norm properties and degenerate rows", "[rms_norm]") {
         norm::rms_norm_forward(view(zeros.data(), 2, 17), {}, view(y.data(), 2, 17), rstd);
         for (float value : y) CHECK(value == 0.0f);
         CHECK(rstd[0] == Approx(1.0 / std::sqrt(1e-6)).epsilon(1e-6));
-        norm::rms_norm_backward(view(dy.data(), 2, 17), view(zeros.data(), 2, 17), {}, view(dx.data(), 2, 17), dweight, rstd);
+        norm::rms_norm_backward(view(dy.data(), 2, 17), view(zeros.data(), 2, 17), {}, view(dx.data(), 2, 17), dweight,
+                                rstd);
         for (float value : dx) CHECK(value == Approx(0.5 * rstd[0]).epsilon(1e-6));
         for (float value : dweight) CHECK(value == 0.0f);
     }
@@ -139,13 +147,25 @@ TEST_CASE("rms_norm rejects bad input, naming the argument", "[rms_norm][errors]
     bad_eps.eps = 0;
     require_error_naming([&] { norm::rms_norm_forward(view(x.data(), 3, 4), {}, view(y.data(), 2, 4)); }, "output");
     require_error_naming([&] { norm::rms_norm_forward(view(x.data(), 3, 4), weight, view(y.data(), 3, 4)); }, "weight");
-    require_error_naming([&] { norm::rms_norm_forward(view(x.data(), 3, 4), {}, view(y.data(), 3, 4), {}, bad_eps); }, "eps");
-    require_error_naming([&] { norm::rms_norm_forward(view(x.data(), 3, 4), {}, view(y.data(), 3, 4), vector_view<float>(rstd.data(), 1)); },
-                         "rstd");
-    require_error_naming([&] { norm::rms_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), {}, view(y.data(), 3, 4), {}, {}); }, "rstd");
+    require_error_naming([&] { norm::rms_norm_forward(view(x.data(), 3, 4), {}, view(y.data(), 3, 4), {}, bad_eps); },
+                         "eps");
     require_error_naming(
-        [&] { norm::rms_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), {}, view(y.data(), 3, 4), vector_view<float>(dw.data(), 2), rstd); },
+        [&] {
+            norm::rms_norm_forward(view(x.data(), 3, 4), {}, view(y.data(), 3, 4), vector_view<float>(rstd.data(), 1));
+        },
+        "rstd");
+    require_error_naming(
+        [&] { norm::rms_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), {}, view(y.data(), 3, 4), {}, {}); },
+        "rstd");
+    require_error_naming(
+        [&] {
+            norm::rms_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), {}, view(y.data(), 3, 4),
+                                    vector_view<float>(dw.data(), 2), rstd);
+        },
         "weight_gradient");
-    require_error_naming([&] { norm::rms_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), {}, view(y.data(), 4, 3), {}, rstd); },
-                         "input_gradient");
+    require_error_naming(
+        [&] {
+            norm::rms_norm_backward(view(x.data(), 3, 4), view(x.data(), 3, 4), {}, view(y.data(), 4, 3), {}, rstd);
+        },
+        "input_gradient");
 }

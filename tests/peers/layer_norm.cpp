@@ -42,12 +42,15 @@ TEST_CASE("layer_norm forward and backward agree with libtorch", "[peers][torch]
         std::vector<float> y(rows * n), mean(rows), rstd(rows), dx(rows * n), dweight(n), dbias(n);
         norm::layer_norm_options layer_norm_eps;
         layer_norm_eps.eps = 1e-5;
-        norm::layer_norm_forward(view(x.data(), rows, n), weight, bias, view(y.data(), rows, n), mean, rstd, layer_norm_eps);
-        norm::layer_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), weight, view(dx.data(), rows, n), dweight, dbias, mean, rstd, layer_norm_eps);
+        norm::layer_norm_forward(view(x.data(), rows, n), weight, bias, view(y.data(), rows, n), mean, rstd,
+                                 layer_norm_eps);
+        norm::layer_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), weight, view(dx.data(), rows, n),
+                                  dweight, dbias, mean, rstd, layer_norm_eps);
 
         const auto tx = wrap(x, {rows, n}), tdy = wrap(dy, {rows, n}), tw = wrap(weight, {n}), tb = wrap(bias, {n});
         const auto [ty, tmean, trstd] = at::native_layer_norm(tx, {n}, tw, tb, 1e-5);
-        const auto [tdx, tdw, tdb] = at::native_layer_norm_backward(tdy, tx, {n}, tmean, trstd, tw, tb, {true, true, true});
+        const auto [tdx, tdw, tdb] =
+            at::native_layer_norm_backward(tdy, tx, {n}, tmean, trstd, tw, tb, {true, true, true});
         CHECK(largest_difference(mean, tmean.reshape({rows})) < 1e-5);
         CHECK(largest_difference(rstd, trstd.reshape({rows})) < 1e-5);
         CHECK(largest_difference(dbias, tdb) < 1e-5);
@@ -60,12 +63,14 @@ TEST_CASE("layer_norm forward and backward agree with libtorch", "[peers][torch]
             // n = 1 is a constant row: x̂ = 0 exactly, so y = β and dγ = 0. libtorch's CPU
             // kernel leaves a rounding residue in x − μ there (PyTorch #188372), so it is not
             // the reference for this case; the definition is.
-            INFO("libtorch y - beta: " << largest_difference(y, ty) << ", libtorch dweight: " << tdw.abs().max().item<float>());
+            INFO("libtorch y - beta: " << largest_difference(y, ty)
+                                       << ", libtorch dweight: " << tdw.abs().max().item<float>());
             for (index_type i = 0; i < rows; ++i) CHECK(y[i] == bias[0]);
             CHECK(dweight[0] == 0.0f);
             // dx = r·(g − mean(g)) = 0 up to the rounding of g = γ·dy, which the
             // compiler may fuse into the subtraction (fma): measured against r·|g|.
-            for (index_type i = 0; i < rows; ++i) CHECK(std::abs(dx[i]) <= 1e-6f * rstd[i] * std::abs(dy[i] * weight[0]));
+            for (index_type i = 0; i < rows; ++i)
+                CHECK(std::abs(dx[i]) <= 1e-6f * rstd[i] * std::abs(dy[i] * weight[0]));
         }
     }
 }
@@ -81,7 +86,8 @@ TEST_CASE("rms_norm forward and backward agree with an autograd composition in l
             norm::rms_norm_options options;
             options.offset = offset;
             norm::rms_norm_forward(view(x.data(), rows, n), weight, view(y.data(), rows, n), rstd, options);
-            norm::rms_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), weight, view(dx.data(), rows, n), dweight, rstd, options);
+            norm::rms_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), weight, view(dx.data(), rows, n),
+                                    dweight, rstd, options);
 
             const auto tx = wrap(x, {rows, n}).clone().requires_grad_(true);
             const auto tw = wrap(weight, {n}).clone().requires_grad_(true);

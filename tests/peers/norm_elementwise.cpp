@@ -55,17 +55,19 @@ void check_dyt_derf(bool derf, index_type rows, index_type n, double tolerance_v
     double dalpha = 0, dshift = 0;
     if (derf) {
         norm::derf_forward(view(x.data(), rows, n), alpha, shift, weight, bias, view(y.data(), rows, n));
-        const auto scalars = norm::derf_backward(view(dy.data(), rows, n), view(x.data(), rows, n), alpha, shift, weight,
-                                                 view(dx.data(), rows, n), dweight, dbias);
+        const auto scalars = norm::derf_backward(view(dy.data(), rows, n), view(x.data(), rows, n), alpha, shift,
+                                                 weight, view(dx.data(), rows, n), dweight, dbias);
         dalpha = scalars.alpha;
         dshift = scalars.shift;
     } else {
         norm::dyt_forward(view(x.data(), rows, n), alpha, weight, bias, view(y.data(), rows, n));
-        dalpha = norm::dyt_backward(view(dy.data(), rows, n), view(x.data(), rows, n), alpha, weight, view(dx.data(), rows, n), dweight, dbias);
+        dalpha = norm::dyt_backward(view(dy.data(), rows, n), view(x.data(), rows, n), alpha, weight,
+                                    view(dx.data(), rows, n), dweight, dbias);
     }
     const auto options = torch::TensorOptions().dtype(std::is_same_v<T, double> ? torch::kFloat64 : torch::kFloat32);
     auto tx = wrap(x, {rows, n}).clone().requires_grad_(true);
-    auto ta = torch::full({1}, alpha, options).requires_grad_(true), ts = torch::full({1}, shift, options).requires_grad_(true);
+    auto ta = torch::full({1}, alpha, options).requires_grad_(true),
+         ts = torch::full({1}, shift, options).requires_grad_(true);
     auto tw = wrap(weight, {n}).clone().requires_grad_(true), tb = wrap(bias, {n}).clone().requires_grad_(true);
     const auto ty = derf ? torch::erf(tx * ta + ts) * tw + tb : torch::tanh(tx * ta) * tw + tb;
     ty.backward(wrap(dy, {rows, n}));
@@ -102,7 +104,8 @@ TEST_CASE("seed_norm agrees with a libtorch composition and autograd", "[peers][
         options.heads = heads;
         options.eps = eps;
         norm::seed_norm_forward(view(x.data(), rows, n), alpha, beta, gamma, view(y.data(), rows, n), rstd, options);
-        norm::seed_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), alpha, beta, gamma, view(dx.data(), rows, n), dalpha, dbeta, dgamma, rstd, options);
+        norm::seed_norm_backward(view(dy.data(), rows, n), view(x.data(), rows, n), alpha, beta, gamma,
+                                 view(dx.data(), rows, n), dalpha, dbeta, dgamma, rstd, options);
         auto tx = wrap(x, {rows, n}).clone().requires_grad_(true);
         auto ta = wrap(alpha, {n}).clone().requires_grad_(true), tb = wrap(beta, {n}).clone().requires_grad_(true),
              tg = wrap(gamma, {n}).clone().requires_grad_(true);
@@ -130,7 +133,8 @@ TEST_CASE("logit normalization agrees with libtorch", "[peers][torch][logit_norm
             std::vector<double> gradient(rows * classes);
             norm::logit_norm_options options;
             options.temperature = temperature;
-            const double loss = norm::logit_norm_loss_gradient(view(logits.data(), rows, classes), labels, view(gradient.data(), rows, classes), {}, options);
+            const double loss = norm::logit_norm_loss_gradient(view(logits.data(), rows, classes), labels,
+                                                               view(gradient.data(), rows, classes), {}, options);
             // hongxin001/logitnorm_ood: norms = torch.norm(x, p=2, dim=-1, keepdim=True) + 1e-7; F.cross_entropy(x / norms / t, target)
             auto tf = wrap(logits, {rows, classes}).clone().requires_grad_(true);
             const auto target = torch::from_blob(labels.data(), {rows}, torch::kInt64);
@@ -148,8 +152,9 @@ TEST_CASE("logit normalization agrees with libtorch", "[peers][torch][logit_norm
             norm::selective_classification_score(view(logits.data(), rows, classes), scores, order);
             const auto z = wrap(logits, {rows, classes});
             const auto centered = z - z.mean(-1, true);
-            const auto expected = std::get<0>(torch::nn::functional::normalize(centered, torch::nn::functional::NormalizeFuncOptions().p(p).dim(-1))
-                                                  .max(-1));
+            const auto expected = std::get<0>(
+                torch::nn::functional::normalize(centered, torch::nn::functional::NormalizeFuncOptions().p(p).dim(-1))
+                    .max(-1));
             CHECK(largest_difference(scores, expected) < 1e-12);
         }
     }

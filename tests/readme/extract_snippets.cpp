@@ -74,9 +74,11 @@ int main(int argc, char** argv) {
     }
     out << "int main() {\n";
     for (std::size_t k = 0; k < snippets.size(); ++k) {
-        out << "    try {\n        readme_snippet_" << k + 1 << "();\n        std::cout << \"README snippet " << k + 1 << " (line "
-            << snippets[k].first_line << "): ok\\n\";\n    } catch (const std::exception& failure) {\n        std::cerr << \"README snippet "
-            << k + 1 << " (line " << snippets[k].first_line << ") threw: \" << failure.what() << \"\\n\";\n        return 1;\n    }\n";
+        out << "    try {\n        readme_snippet_" << k + 1 << "();\n        std::cout << \"README snippet " << k + 1
+            << " (line " << snippets[k].first_line
+            << "): ok\\n\";\n    } catch (const std::exception& failure) {\n        std::cerr << \"README snippet "
+            << k + 1 << " (line " << snippets[k].first_line
+            << ") threw: \" << failure.what() << \"\\n\";\n        return 1;\n    }\n";
     }
     out << "    return 0;\n}\n";
     // Written only when changed, so an edit of the README's prose rebuilds nothing.

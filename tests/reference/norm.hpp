@@ -15,8 +15,8 @@ struct rows_shape {
 
 // LayerNorm forward: y = γ⊙(x − μ)/√(σ² + ε) + β; γ, β empty = absent.
 inline void layer_norm_forward(const std::vector<double>& x, rows_shape shape, const std::vector<double>& weight,
-                               const std::vector<double>& bias, double eps, std::vector<double>& y, std::vector<double>& mean,
-                               std::vector<double>& rstd) {
+                               const std::vector<double>& bias, double eps, std::vector<double>& y,
+                               std::vector<double>& mean, std::vector<double>& rstd) {
     const auto [rows, n] = shape;
     y.assign(x.size(), 0.0);
     mean.assign(rows, 0.0);
@@ -44,8 +44,8 @@ inline void layer_norm_forward(const std::vector<double>& x, rows_shape shape, c
 // LayerNorm backward: with g = γ⊙dy, dx = r·(g − mean(g) − x̂·mean(g⊙x̂)),
 // dγ = Σ_rows dy⊙x̂, dβ = Σ_rows dy.
 inline void layer_norm_backward(const std::vector<double>& dy, const std::vector<double>& x, rows_shape shape,
-                                const std::vector<double>& weight, double eps, std::vector<double>& dx, std::vector<double>& dweight,
-                                std::vector<double>& dbias) {
+                                const std::vector<double>& weight, double eps, std::vector<double>& dx,
+                                std::vector<double>& dweight, std::vector<double>& dbias) {
     const auto [rows, n] = shape;
     std::vector<double> y, mean, rstd;
     layer_norm_forward(x, shape, {}, {}, eps, y, mean, rstd);  // y = x̂
@@ -70,8 +70,8 @@ inline void layer_norm_backward(const std::vector<double>& dy, const std::vector
 }
 
 // RMSNorm forward: y = w_eff⊙x/√(mean(x²) + ε), w_eff = w, 1 + w (offset), or 1.
-inline void rms_norm_forward(const std::vector<double>& x, rows_shape shape, const std::vector<double>& weight, bool offset, double eps,
-                             std::vector<double>& y, std::vector<double>& rstd) {
+inline void rms_norm_forward(const std::vector<double>& x, rows_shape shape, const std::vector<double>& weight,
+                             bool offset, double eps, std::vector<double>& y, std::vector<double>& rstd) {
     const auto [rows, n] = shape;
     y.assign(x.size(), 0.0);
     rstd.assign(rows, 0.0);

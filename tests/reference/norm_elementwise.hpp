@@ -13,8 +13,8 @@
 namespace normkit::reference {
 
 // y = γ⊙tanh(αx) + β.
-inline std::vector<double> dyt_forward(const std::vector<double>& x, std::ptrdiff_t cols, double alpha, const std::vector<double>& weight,
-                                       const std::vector<double>& bias) {
+inline std::vector<double> dyt_forward(const std::vector<double>& x, std::ptrdiff_t cols, double alpha,
+                                       const std::vector<double>& weight, const std::vector<double>& bias) {
     std::vector<double> y(x.size());
     for (std::size_t k = 0; k < x.size(); ++k) {
         const std::size_t j = k % static_cast<std::size_t>(cols);
@@ -30,8 +30,8 @@ struct pointwise_gradients {
 };
 
 // With t = tanh(αx): dx = αγ·dy·(1−t²), dα = Σ dy·γ·(1−t²)·x, dγ = Σ_rows dy·t, dβ = Σ_rows dy.
-inline pointwise_gradients dyt_backward(const std::vector<double>& dy, const std::vector<double>& x, std::ptrdiff_t cols, double alpha,
-                                        const std::vector<double>& weight) {
+inline pointwise_gradients dyt_backward(const std::vector<double>& dy, const std::vector<double>& x,
+                                        std::ptrdiff_t cols, double alpha, const std::vector<double>& weight) {
     pointwise_gradients out;
     out.dx.assign(x.size(), 0.0);
     out.dweight.assign(cols, 0.0);
@@ -71,8 +71,9 @@ inline std::vector<double> derf_forward(const std::vector<double>& x, std::ptrdi
 
 // With u = αx + s, e = (2/√π)·exp(−u²): dx = αγ·dy·e, dα = Σ dy·γ·e·x, ds = Σ dy·γ·e,
 // dγ = Σ_rows dy·erf(u), dβ = Σ_rows dy.
-inline pointwise_gradients derf_backward(const std::vector<double>& dy, const std::vector<double>& x, std::ptrdiff_t cols, double alpha,
-                                         double shift, const std::vector<double>& weight) {
+inline pointwise_gradients derf_backward(const std::vector<double>& dy, const std::vector<double>& x,
+                                         std::ptrdiff_t cols, double alpha, double shift,
+                                         const std::vector<double>& weight) {
     const double two_over_root_pi = 1.12837916709551257390;  // 2/√π
     pointwise_gradients out;
     out.dx.assign(x.size(), 0.0);
@@ -123,7 +124,8 @@ inline std::vector<double> seed_norm_forward(const std::vector<double>& x, std::
             long double seed = 0;
             for (std::ptrdiff_t j = h * d; j < (h + 1) * d; ++j) seed += static_cast<long double>(row[j]) * beta[j];
             const double sigma = std::tanh(static_cast<double>(seed));
-            for (std::ptrdiff_t j = h * d; j < (h + 1) * d; ++j) y[i * cols + j] = (sigma * alpha[j] + gamma[j]) * row[j] * r;
+            for (std::ptrdiff_t j = h * d; j < (h + 1) * d; ++j)
+                y[i * cols + j] = (sigma * alpha[j] + gamma[j]) * row[j] * r;
         }
     }
     return y;
@@ -138,8 +140,9 @@ struct seed_norm_gradients {
 //   ∂L/∂σ_h = Σ_{j∈h} dy_j·α_j·x_j·r,  ∂L/∂seed_h = (1 − σ_h²)·∂L/∂σ_h
 //   ∂L/∂r = Σ_j dy_j·g_j·x_j,  ∂r/∂x_j = −r³·x_j/n
 //   dx_j = dy_j·g_j·r + ∂L/∂r·∂r/∂x_j + ∂L/∂seed_h·β_j
-inline seed_norm_gradients seed_norm_backward(const std::vector<double>& dy, const std::vector<double>& x, std::ptrdiff_t rows,
-                                              std::ptrdiff_t cols, const std::vector<double>& alpha, const std::vector<double>& beta,
+inline seed_norm_gradients seed_norm_backward(const std::vector<double>& dy, const std::vector<double>& x,
+                                              std::ptrdiff_t rows, std::ptrdiff_t cols,
+                                              const std::vector<double>& alpha, const std::vector<double>& beta,
                                               const std::vector<double>& gamma, std::ptrdiff_t heads, double eps) {
     const std::ptrdiff_t d = cols / heads;
     seed_norm_gradients out;
@@ -167,8 +170,9 @@ inline seed_norm_gradients seed_norm_backward(const std::vector<double>& dy, con
         for (std::ptrdiff_t h = 0; h < heads; ++h) {
             for (std::ptrdiff_t j = h * d; j < (h + 1) * d; ++j) {
                 const double g = sigma[h] * alpha[j] + gamma[j];
-                out.dx[i * cols + j] =
-                    static_cast<double>(upstream[j] * g * r + dr * (-static_cast<long double>(r) * r * r * row[j] / cols) + dseed[h] * beta[j]);
+                out.dx[i * cols + j] = static_cast<double>(upstream[j] * g * r +
+                                                           dr * (-static_cast<long double>(r) * r * r * row[j] / cols) +
+                                                           dseed[h] * beta[j]);
                 dalpha[j] += static_cast<long double>(upstream[j]) * row[j] * r * sigma[h];
                 dbeta[j] += static_cast<long double>(dseed[h]) * row[j];
                 dgamma[j] += static_cast<long double>(upstream[j]) * row[j] * r;
@@ -182,8 +186,9 @@ inline seed_norm_gradients seed_norm_backward(const std::vector<double>& dy, con
 }
 
 // LogitNorm: ℓ_i = CE(f_i/(τ(‖f_i‖₂ + δ)), y_i); returns mean ℓ and fills per-row losses.
-inline double logit_norm_loss(const std::vector<double>& logits, std::ptrdiff_t rows, std::ptrdiff_t cols, const std::vector<long>& labels,
-                              double temperature, double delta, std::vector<double>* losses = nullptr) {
+inline double logit_norm_loss(const std::vector<double>& logits, std::ptrdiff_t rows, std::ptrdiff_t cols,
+                              const std::vector<long>& labels, double temperature, double delta,
+                              std::vector<double>* losses = nullptr) {
     long double total = 0;
     if (losses) losses->assign(rows, 0.0);
     for (std::ptrdiff_t i = 0; i < rows; ++i) {
@@ -203,7 +208,8 @@ inline double logit_norm_loss(const std::vector<double>& logits, std::ptrdiff_t 
 }
 
 // s = max_k z̃_k / ‖z̃‖_p, z̃ = z − mean(z); 0 for a constant row.
-inline std::vector<double> selective_score(const std::vector<double>& logits, std::ptrdiff_t rows, std::ptrdiff_t cols, double p) {
+inline std::vector<double> selective_score(const std::vector<double>& logits, std::ptrdiff_t rows, std::ptrdiff_t cols,
+                                           double p) {
     std::vector<double> scores(rows);
     for (std::ptrdiff_t i = 0; i < rows; ++i) {
         const double* z = &logits[i * cols];

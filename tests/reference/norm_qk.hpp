@@ -30,8 +30,8 @@ inline std::vector<double> l2_norm_forward(const std::vector<double>& x, rows_sh
 }
 
 // dx = g·(dy − x̂⟨x̂, dy⟩)/‖x‖ for ‖x‖ ≥ ε, g·dy/ε below; returns dg = Σ dy⊙x̂.
-inline double l2_norm_backward(const std::vector<double>& dy, const std::vector<double>& x, rows_shape shape, double gain, double eps,
-                               std::vector<double>& dx) {
+inline double l2_norm_backward(const std::vector<double>& dy, const std::vector<double>& x, rows_shape shape,
+                               double gain, double eps, std::vector<double>& dx) {
     const auto [rows, n] = shape;
     dx.assign(x.size(), 0.0);
     long double gain_gradient = 0;
@@ -46,15 +46,16 @@ inline double l2_norm_backward(const std::vector<double>& dy, const std::vector<
         gain_gradient += projection;
         for (std::ptrdiff_t j = 0; j < n; ++j) {
             const double xhat = x[i * n + j] / divisor;
-            dx[i * n + j] = clamped ? gain * dy[i * n + j] / eps : static_cast<double>(gain * (dy[i * n + j] - xhat * projection) / norm);
+            dx[i * n + j] = clamped ? gain * dy[i * n + j] / eps
+                                    : static_cast<double>(gain * (dy[i * n + j] - xhat * projection) / norm);
         }
     }
     return static_cast<double>(gain_gradient);
 }
 
 // scores = q′·k′ᵀ for one head: q′ is Lq × d, k′ is Lk × d, scores Lq × Lk.
-inline std::vector<double> qk_scores(const std::vector<double>& q, const std::vector<double>& k, std::ptrdiff_t query_tokens,
-                                     std::ptrdiff_t key_tokens, std::ptrdiff_t d) {
+inline std::vector<double> qk_scores(const std::vector<double>& q, const std::vector<double>& k,
+                                     std::ptrdiff_t query_tokens, std::ptrdiff_t key_tokens, std::ptrdiff_t d) {
     std::vector<double> scores(query_tokens * key_tokens);
     for (std::ptrdiff_t i = 0; i < query_tokens; ++i)
         for (std::ptrdiff_t j = 0; j < key_tokens; ++j) {
@@ -66,9 +67,9 @@ inline std::vector<double> qk_scores(const std::vector<double>& q, const std::ve
 }
 
 // h = x + s; y = RMSNorm(h).
-inline void fused_add_rms_norm_forward(const std::vector<double>& x, const std::vector<double>& residual, rows_shape shape,
-                                       const std::vector<double>& weight, bool offset, double eps, std::vector<double>& h,
-                                       std::vector<double>& y) {
+inline void fused_add_rms_norm_forward(const std::vector<double>& x, const std::vector<double>& residual,
+                                       rows_shape shape, const std::vector<double>& weight, bool offset, double eps,
+                                       std::vector<double>& h, std::vector<double>& y) {
     h.resize(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) h[i] = x[i] + residual[i];
     std::vector<double> rstd;
@@ -76,9 +77,10 @@ inline void fused_add_rms_norm_forward(const std::vector<double>& x, const std::
 }
 
 // dh = RMSNorm backward(dy at h) + d; dw = Σ dy⊙ĥ.
-inline void fused_add_rms_norm_backward(const std::vector<double>& dy, const std::vector<double>& residual_gradient, const std::vector<double>& h,
-                                        rows_shape shape, const std::vector<double>& weight, bool offset, double eps, std::vector<double>& dh,
-                                        std::vector<double>& dweight) {
+inline void fused_add_rms_norm_backward(const std::vector<double>& dy, const std::vector<double>& residual_gradient,
+                                        const std::vector<double>& h, rows_shape shape,
+                                        const std::vector<double>& weight, bool offset, double eps,
+                                        std::vector<double>& dh, std::vector<double>& dweight) {
     rms_norm_backward(dy, h, shape, weight, offset, eps, dh, dweight);
     for (std::size_t i = 0; i < dh.size(); ++i) dh[i] += residual_gradient[i];
 }
@@ -102,25 +104,32 @@ namespace detail {
 
 template <class T, class S>
 void qk_norm_scores(matrix_view<const T> query_head, matrix_view<const T> key_head, matrix_view<S> scores) {
-    static_assert(std::is_same_v<S, core::statistic_t<T>>, "qk_norm_scores: scores are float (double for double storage)");
+    static_assert(std::is_same_v<S, core::statistic_t<T>>,
+                  "qk_norm_scores: scores are float (double for double storage)");
     core::require_data("query_head", query_head);
     core::require_data("key_head", key_head);
     core::require_data("scores", scores);
-    core::require(query_head.cols == key_head.cols, "query_head has head_dim ", query_head.cols, " but key_head has ", key_head.cols);
-    core::require_same_shape("scores", scores.rows, scores.cols, "query_head x key_head", query_head.rows, key_head.rows);
+    core::require(query_head.cols == key_head.cols, "query_head has head_dim ", query_head.cols, " but key_head has ",
+                  key_head.cols);
+    core::require_same_shape("scores", scores.rows, scores.cols, "query_head x key_head", query_head.rows,
+                             key_head.rows);
     for (index_type i = 0; i < query_head.rows; ++i)
-        for (index_type j = 0; j < key_head.rows; ++j) scores(i, j) = core::row_dot(query_head.row(i), key_head.row(j), query_head.cols);
+        for (index_type j = 0; j < key_head.rows; ++j)
+            scores(i, j) = core::row_dot(query_head.row(i), key_head.row(j), query_head.cols);
 }
 
 template <class T, class S>
-void qk_norm_scores_backward(matrix_view<const S> scores_gradient, matrix_view<const T> query_head, matrix_view<const T> key_head,
-                             matrix_view<T> query_head_gradient, matrix_view<T> key_head_gradient) {
+void qk_norm_scores_backward(matrix_view<const S> scores_gradient, matrix_view<const T> query_head,
+                             matrix_view<const T> key_head, matrix_view<T> query_head_gradient,
+                             matrix_view<T> key_head_gradient) {
     using C = core::compute_t<T>;
-    static_assert(std::is_same_v<S, core::statistic_t<T>>, "qk_norm_scores_backward: scores are float (double for double storage)");
+    static_assert(std::is_same_v<S, core::statistic_t<T>>,
+                  "qk_norm_scores_backward: scores are float (double for double storage)");
     core::require_data("scores_gradient", scores_gradient);
-    core::require(query_head.cols == key_head.cols, "query_head has head_dim ", query_head.cols, " but key_head has ", key_head.cols);
-    core::require_same_shape("scores_gradient", scores_gradient.rows, scores_gradient.cols, "query_head x key_head", query_head.rows,
-                             key_head.rows);
+    core::require(query_head.cols == key_head.cols, "query_head has head_dim ", query_head.cols, " but key_head has ",
+                  key_head.cols);
+    core::require_same_shape("scores_gradient", scores_gradient.rows, scores_gradient.cols, "query_head x key_head",
+                             query_head.rows, key_head.rows);
     core::require_same_shape("query_head_gradient", query_head_gradient, "query_head", query_head);
     core::require_same_shape("key_head_gradient", key_head_gradient, "key_head", key_head);
     const index_type d = query_head.cols;
@@ -134,9 +143,11 @@ void qk_norm_scores_backward(matrix_view<const S> scores_gradient, matrix_view<c
         for (index_type c = 0; c < d; ++c) out[c] = core::from_compute<T>(row[c]);
     };
     for (index_type i = 0; i < query_head.rows; ++i)
-        accumulate(key_head, key_head.rows, [&](index_type j) { return scores_gradient(i, j); }, query_head_gradient.row(i));
+        accumulate(
+            key_head, key_head.rows, [&](index_type j) { return scores_gradient(i, j); }, query_head_gradient.row(i));
     for (index_type j = 0; j < key_head.rows; ++j)
-        accumulate(query_head, query_head.rows, [&](index_type i) { return scores_gradient(i, j); }, key_head_gradient.row(j));
+        accumulate(
+            query_head, query_head.rows, [&](index_type i) { return scores_gradient(i, j); }, key_head_gradient.row(j));
 }
 
 }  // namespace detail
@@ -148,21 +159,23 @@ void qk_norm_scores_backward(matrix_view<const S> scores_gradient, matrix_view<c
 template <class QueryHead, class KeyHead, class Scores>
 void qk_norm_scores(const QueryHead& query_head, const KeyHead& key_head, Scores&& scores) {
     using T = element_t<QueryHead>;
-    static_assert(std::is_same_v<element_t<KeyHead>, T>, "qk_norm_scores: query_head and key_head must have the same storage type");
+    static_assert(std::is_same_v<element_t<KeyHead>, T>,
+                  "qk_norm_scores: query_head and key_head must have the same storage type");
     detail::qk_norm_scores<T, core::statistic_t<T>>(view(query_head), view(key_head), view(scores));
 }
 
 // The backward of qk_norm_scores: dq′ = dS·k′ and dk′ = dSᵀ·q′ (overwritten),
 // which qk_l2_norm_backward turns into dq, dk and dg.
 template <class ScoresGradient, class QueryHead, class KeyHead, class QueryHeadGradient, class KeyHeadGradient>
-void qk_norm_scores_backward(const ScoresGradient& scores_gradient, const QueryHead& query_head, const KeyHead& key_head,
-                             QueryHeadGradient&& query_head_gradient, KeyHeadGradient&& key_head_gradient) {
+void qk_norm_scores_backward(const ScoresGradient& scores_gradient, const QueryHead& query_head,
+                             const KeyHead& key_head, QueryHeadGradient&& query_head_gradient,
+                             KeyHeadGradient&& key_head_gradient) {
     using T = element_t<QueryHead>;
     static_assert(std::is_same_v<element_t<KeyHead>, T> && std::is_same_v<element_t<QueryHeadGradient>, T> &&
                       std::is_same_v<element_t<KeyHeadGradient>, T>,
                   "qk_norm_scores_backward: the heads and their gradients must have the same storage type");
-    detail::qk_norm_scores_backward<T, core::statistic_t<T>>(view(scores_gradient), view(query_head), view(key_head), view(query_head_gradient),
-                                                             view(key_head_gradient));
+    detail::qk_norm_scores_backward<T, core::statistic_t<T>>(view(scores_gradient), view(query_head), view(key_head),
+                                                             view(query_head_gradient), view(key_head_gradient));
 }
 
-}  // namespace reference
+}  // namespace normkit::reference

@@ -33,7 +33,6 @@
 
 namespace normkit::advantage {
 
-
 struct reinforce_pp_options {
     double gamma = 1.0;
     return_mask_rule mask_rule = return_mask_rule::carry;

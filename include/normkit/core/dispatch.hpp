@@ -19,8 +19,11 @@ decltype(auto) with_flags(F&& f, bool a, bool b) {
 
 template <class F>
 decltype(auto) with_flags(F&& f, bool a, bool b, bool c) {
-    return with_flags([&](auto first, auto second) { return c ? f(first, second, std::true_type{}) : f(first, second, std::false_type{}); },
-                      a, b);
+    return with_flags(
+        [&](auto first, auto second) {
+            return c ? f(first, second, std::true_type{}) : f(first, second, std::false_type{});
+        },
+        a, b);
 }
 
 template <class F>

@@ -39,7 +39,7 @@ void parallel_for(index_type count, int threads, Body&& body) {
         return;
     }
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(static_cast<int>(parts)) schedule(static, 1)
+#pragma omp parallel for num_threads(static_cast <int>(parts)) schedule(static, 1)
     for (index_type t = 0; t < parts; ++t) {
         const auto [begin, end] = block(count, parts, t);
         body(begin, end);

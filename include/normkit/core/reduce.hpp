@@ -59,7 +59,9 @@ template <class T, class U>
 inline compute_t<T> row_dot(const T* x, const U* y, index_type n) {
     using C = compute_t<T>;
     static_assert(std::is_same_v<C, compute_t<U>>, "row_dot: both rows must share a compute type");
-    return sum_batches<1, C>(n, [&](index_type i, index_type count) { return std::array<batch<C>, 1>{load(x + i, count) * load(y + i, count)}; })[0];
+    return sum_batches<1, C>(n, [&](index_type i, index_type count) {
+        return std::array<batch<C>, 1>{load(x + i, count) * load(y + i, count)};
+    })[0];
 }
 
 // Σ(x − center) and Σ(x − center)².
@@ -84,7 +86,8 @@ struct centered_moments {
 
 // The rest of row_moments once its first sweep has summed x − center (center = x₀).
 template <class T>
-inline centered_moments<compute_t<T>> moments_after_first_sweep(const T* x, index_type n, compute_t<T> center, std::array<compute_t<T>, 2> sums) {
+inline centered_moments<compute_t<T>> moments_after_first_sweep(const T* x, index_type n, compute_t<T> center,
+                                                                std::array<compute_t<T>, 2> sums) {
     using C = compute_t<T>;
     const C count = static_cast<C>(n);
     C shift = sums[0] / count;
@@ -129,8 +132,8 @@ inline auto two_rows_centered_step(const T* first, const T* second) {
 
 // The rest of two_rows_moments once two_rows_centered_step has summed the first sweep.
 template <class T>
-inline std::array<centered_moments<compute_t<T>>, 2> two_rows_moments_after_first_sweep(const T* first, const T* second, index_type n,
-                                                                               const std::array<compute_t<T>, 4>& sums) {
+inline std::array<centered_moments<compute_t<T>>, 2> two_rows_moments_after_first_sweep(
+    const T* first, const T* second, index_type n, const std::array<compute_t<T>, 4>& sums) {
     return {moments_after_first_sweep(first, n, to_compute(first[0]), {sums[0], sums[1]}),
             moments_after_first_sweep(second, n, to_compute(second[0]), {sums[2], sums[3]})};
 }
@@ -138,7 +141,8 @@ inline std::array<centered_moments<compute_t<T>>, 2> two_rows_moments_after_firs
 // row_moments of two rows, their first sweeps taken as one, each to the bits row_moments gives it.
 template <class T>
 inline std::array<centered_moments<compute_t<T>>, 2> two_rows_moments(const T* first, const T* second, index_type n) {
-    return two_rows_moments_after_first_sweep(first, second, n, accumulate_batches<4, compute_t<T>>(n, two_rows_centered_step(first, second)));
+    return two_rows_moments_after_first_sweep(
+        first, second, n, accumulate_batches<4, compute_t<T>>(n, two_rows_centered_step(first, second)));
 }
 
 }  // namespace normkit::core

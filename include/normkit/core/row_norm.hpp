@@ -41,9 +41,7 @@ inline void require_positive_finite(const char* name, double value) {
 }
 
 // The one check of a row normalization's ε.
-inline void require_eps(double eps) {
-    require_positive_finite("eps", eps);
-}
+inline void require_eps(double eps) { require_positive_finite("eps", eps); }
 
 // A learned scalar (DyT's α, a gain) must be finite.
 inline void require_finite(const char* name, double value) {
@@ -59,7 +57,8 @@ inline bool streams_output(index_type rows, index_type cols, std::size_t stream_
 // y = method(x) over rows [begin, end): one row at a time in the cache, two at a time with
 // streaming stores beyond it (the next pair's sums taken while this pair is written).
 template <class T, class Method>
-void normalize_rows(matrix_view<const T> x, matrix_view<T> y, index_type begin, index_type end, bool streaming, const Method& formula) {
+void normalize_rows(matrix_view<const T> x, matrix_view<T> y, index_type begin, index_type end, bool streaming,
+                    const Method& formula) {
     using C = compute_t<T>;
     const index_type n = x.cols;
     const Method method = formula;  // this thread's copy (see above)
@@ -67,7 +66,8 @@ void normalize_rows(matrix_view<const T> x, matrix_view<T> y, index_type begin, 
         for (index_type row = begin; row < end; ++row) {
             const T* in = x.row(row);
             const auto affine = method.row(row, in);
-            write_row(y.row(row), n, false, [&](index_type i, index_type count) { return method(in, affine, i, count); });
+            write_row(y.row(row), n, false,
+                      [&](index_type i, index_type count) { return method(in, affine, i, count); });
         }
         return;
     }

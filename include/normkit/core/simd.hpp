@@ -94,7 +94,8 @@ inline void widen_bfloat16_pairs(const std::uint16_t* source, B& even, B& odd) {
     if constexpr (lanes == 16) {
         const __m512i pairs = _mm512_loadu_si512(source);  // maskz forms: see widen_bfloat16
         even = B(_mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, pairs, 16)));
-        odd = B(_mm512_castsi512_ps(_mm512_maskz_and_epi32(0xffff, pairs, _mm512_set1_epi32(static_cast<int>(0xffff0000u)))));
+        odd = B(_mm512_castsi512_ps(
+            _mm512_maskz_and_epi32(0xffff, pairs, _mm512_set1_epi32(static_cast<int>(0xffff0000u)))));
         return;
     }
 #endif
@@ -122,12 +123,14 @@ inline xsimd::batch<std::uint32_t, typename B::arch_type> bfloat16_rounded_bits(
 inline __m256i bfloat16_bits_of(__m512 value) {
 #if defined(__AVX512BF16__)
     constexpr int nan_or_subnormal = 0x01 | 0x80 | 0x20;  // quiet NaN, signalling NaN, subnormal
-    if (_mm512_fpclass_ps_mask(value, nan_or_subnormal) == 0) return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(value));
+    if (_mm512_fpclass_ps_mask(value, nan_or_subnormal) == 0)
+        return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(value));
 #endif
     // The rounding of bfloat16_rounded_bits, in maskz intrinsics (see widen_bfloat16).
     const __m512i bits = _mm512_castps_si512(value);
     const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(0xffff, bits, 16), _mm512_set1_epi32(1));
-    const __m512i rounded = _mm512_maskz_srli_epi32(0xffff, _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)), 16);
+    const __m512i rounded =
+        _mm512_maskz_srli_epi32(0xffff, _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)), 16);
     const __mmask16 nan = _mm512_cmp_ps_mask(value, value, _CMP_UNORD_Q);
     const __m512i result = _mm512_mask_mov_epi32(rounded, nan, _mm512_set1_epi32(0x7fc0));
     return _mm512_maskz_cvtepi32_epi16(0xffff, result);
@@ -139,10 +142,12 @@ inline __m256i bfloat16_bits_of(__m512 value) {
 #if defined(__AVX512BF16__)
     constexpr int nan_or_subnormal = 0x01 | 0x80 | 0x20;
     // kortest tests both masks in the mask registers: no moves to general registers.
-    if (_kortestz_mask16_u8(_mm512_fpclass_ps_mask(low, nan_or_subnormal), _mm512_fpclass_ps_mask(high, nan_or_subnormal)))
+    if (_kortestz_mask16_u8(_mm512_fpclass_ps_mask(low, nan_or_subnormal),
+                            _mm512_fpclass_ps_mask(high, nan_or_subnormal)))
         return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(high, low));
 #endif
-    return _mm512_mask_broadcast_i64x4(_mm512_maskz_broadcast_i64x4(0x0f, bfloat16_bits_of(low)), 0xf0, bfloat16_bits_of(high));
+    return _mm512_mask_broadcast_i64x4(_mm512_maskz_broadcast_i64x4(0x0f, bfloat16_bits_of(low)), 0xf0,
+                                       bfloat16_bits_of(high));
 }
 #endif
 

@@ -49,7 +49,8 @@ inline constexpr index_type stream_batches = sizeof(T) == 2 ? 2 : 1;
 
 // The alignment, in bytes, store_stream needs: the bytes one streaming store writes.
 template <class T>
-inline constexpr std::uintptr_t stream_alignment = static_cast<std::uintptr_t>(width<compute_t<T>> * stream_batches<T>) * sizeof(T);
+inline constexpr std::uintptr_t stream_alignment = static_cast<std::uintptr_t>(width<compute_t<T>>* stream_batches<T>) *
+                                                   sizeof(T);
 
 // Stores a full batch of float or double at a stream_alignment-aligned address with a non-temporal store.
 template <class T>
@@ -57,22 +58,28 @@ template <class T>
     static_assert(std::is_same_v<T, compute_t<T>>, "store_stream: one batch streams only for float and double");
 #if defined(__AVX512F__)
     if constexpr (sizeof(batch<T>) == 64) {
-        if constexpr (std::is_same_v<T, float>) _mm512_stream_ps(destination, value);
-        else _mm512_stream_pd(destination, value);
+        if constexpr (std::is_same_v<T, float>)
+            _mm512_stream_ps(destination, value);
+        else
+            _mm512_stream_pd(destination, value);
         return;
     }
 #endif
 #if defined(__AVX__)
     if constexpr (sizeof(batch<T>) == 32) {
-        if constexpr (std::is_same_v<T, float>) _mm256_stream_ps(destination, value);
-        else _mm256_stream_pd(destination, value);
+        if constexpr (std::is_same_v<T, float>)
+            _mm256_stream_ps(destination, value);
+        else
+            _mm256_stream_pd(destination, value);
         return;
     }
 #endif
 #if defined(__SSE2__)
     if constexpr (sizeof(batch<T>) == 16) {
-        if constexpr (std::is_same_v<T, float>) _mm_stream_ps(destination, value);
-        else _mm_stream_pd(destination, value);
+        if constexpr (std::is_same_v<T, float>)
+            _mm_stream_ps(destination, value);
+        else
+            _mm_stream_pd(destination, value);
         return;
     }
 #endif
@@ -102,7 +109,8 @@ template <class T>
 #endif
 #if defined(__AVX__)
     if constexpr (stream_alignment<T> == 32) {
-        _mm256_stream_si256(reinterpret_cast<__m256i*>(destination), _mm256_load_si256(reinterpret_cast<const __m256i*>(narrowed)));
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(destination),
+                            _mm256_load_si256(reinterpret_cast<const __m256i*>(narrowed)));
         return;
     }
 #endif
@@ -229,7 +237,9 @@ template <class T, class Value>
 [[gnu::flatten]] inline void write_two_rows(T* first, T* second, index_type n, bool streaming, Value&& value) {
     // Each row's batches by a copy of value: what a copy holds stays in registers across the stores,
     // which could alias anything reached through a reference.
-    const auto of = [&value](int which) { return [value, which](index_type i, index_type count) { return value(which, i, count); }; };
+    const auto of = [&value](int which) {
+        return [value, which](index_type i, index_type count) { return value(which, i, count); };
+    };
     if (first == second) {
         write_row(first, n, streaming, of(0));
         return;
@@ -293,8 +303,11 @@ inline void prefetch_ahead(const T* p) {
 template <class T>
 inline bool asks_for_line(index_type i) {
     constexpr index_type per_line = static_cast<index_type>(64 / sizeof(T));
-    if constexpr (width<compute_t<T>> >= per_line) return true;
-    else return static_cast<std::size_t>(i) % per_line < static_cast<std::size_t>(width<compute_t<T>>);  // i ≥ 0: a mask, no sign fix-up
+    if constexpr (width<compute_t<T>> >= per_line)
+        return true;
+    else
+        return static_cast<std::size_t>(i) % per_line <
+               static_cast<std::size_t>(width<compute_t<T>>);  // i ≥ 0: a mask, no sign fix-up
 }
 
 // prefetch_ahead(row + i) once per line of a sweep over row (see asks_for_line).
@@ -338,7 +351,8 @@ inline void for_row_pairs(index_type begin, index_type end, Body&& body) {
 // Flattened: with write_two_rows left as a call, GCC kept the value's row pointers and batches in
 // the caller's frame and loaded them again after every streaming store.
 template <std::size_t K, class C, class T, class StepOf, class ValueOf>
-[[gnu::flatten]] inline void stream_row_pairs(matrix_view<T> y, index_type begin, index_type end, StepOf&& step_of, ValueOf&& value_of) {
+[[gnu::flatten]] inline void stream_row_pairs(matrix_view<T> y, index_type begin, index_type end, StepOf&& step_of,
+                                              ValueOf&& value_of) {
     const index_type n = y.cols;
     constexpr index_type piece = 4 * batch_accumulator<K, C>::group;
     std::array<C, K> sums{};
@@ -371,8 +385,9 @@ template <std::size_t K, class C, class T, class StepOf, class ValueOf>
             if (ahead) next_sums.add_groups(end_of(k), next_step);  // forward always: the sums' bits
             const index_type written = backward ? pieces - 1 - k : k;
             const index_type offset = start_of(written);
-            write_two_rows(first + offset, second + offset, end_of(written) - offset, true,
-                           [value, offset](int which, index_type i, index_type c) { return value(which, offset + i, c); });
+            write_two_rows(
+                first + offset, second + offset, end_of(written) - offset, true,
+                [value, offset](int which, index_type i, index_type c) { return value(which, offset + i, c); });
         }
         if (ahead) sums = next_sums.finish(n, next_step);
     });

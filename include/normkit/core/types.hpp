@@ -26,9 +26,8 @@ using statistic_t = std::conditional_t<std::is_same_v<std::remove_const_t<T>, do
 namespace core {
 
 template <class T>
-inline constexpr bool is_storage_v =
-    std::is_same_v<T, float> || std::is_same_v<T, double> ||
-    std::is_same_v<T, Eigen::bfloat16> || std::is_same_v<T, Eigen::half>;
+inline constexpr bool is_storage_v = std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                                     std::is_same_v<T, Eigen::bfloat16> || std::is_same_v<T, Eigen::half>;
 
 // The arithmetic type of storage type T (float for the 16-bit types).
 template <class T>
@@ -48,7 +47,7 @@ inline std::uint16_t float_to_bfloat16_bits(float value) {
     std::uint32_t bits;
     std::memcpy(&bits, &value, sizeof bits);
     if ((bits & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;  // NaN stays a quiet NaN
-    bits += 0x7fffu + ((bits >> 16) & 1u);                    // round to nearest, ties to even
+    bits += 0x7fffu + ((bits >> 16) & 1u);                   // round to nearest, ties to even
     return static_cast<std::uint16_t>(bits >> 16);
 }
 

@@ -32,7 +32,8 @@ struct is_eigen_dense : std::false_type {};
 // DenseBase's public IsRowMajor and innerStride(), which tensors lack (a
 // VectorBlock's DenseBase is its Block's, so is_base_of would miss it).
 template <class E>
-struct is_eigen_dense<E, std::void_t<decltype(E::IsRowMajor), decltype(std::declval<E&>().innerStride())>> : std::true_type {};
+struct is_eigen_dense<E, std::void_t<decltype(E::IsRowMajor), decltype(std::declval<E&>().innerStride())>>
+    : std::true_type {};
 
 template <class E>
 inline constexpr bool is_eigen_dense_v = is_eigen_dense<E>::value;
@@ -84,7 +85,6 @@ struct matrix_view {
     operator matrix_view<const T>() const { return {data, rows, cols, row_stride}; }
 };
 
-
 template <class T>
 struct vector_view {
     using value_type = T;
@@ -100,24 +100,28 @@ struct vector_view {
     vector_view(const vector_view<U>& other) : data(other.data), size(other.size) {}
 
     template <class U, class Allocator, class = std::enable_if_t<std::is_convertible_v<U*, T*>>>
-    vector_view(std::vector<U, Allocator>& values) : data(values.data()), size(static_cast<index_type>(values.size())) {}
+    vector_view(std::vector<U, Allocator>& values)
+        : data(values.data()), size(static_cast<index_type>(values.size())) {}
 
     template <class U, class Allocator, class = std::enable_if_t<std::is_convertible_v<const U*, T*>>>
-    vector_view(const std::vector<U, Allocator>& values) : data(values.data()), size(static_cast<index_type>(values.size())) {}
+    vector_view(const std::vector<U, Allocator>& values)
+        : data(values.data()), size(static_cast<index_type>(values.size())) {}
 
     // Eigen vectors (contiguous) and tensors of any rank (flattened, contiguous).
-    template <class E, class Plain = std::decay_t<E>,
-              class = std::enable_if_t<(core::is_eigen_dense_v<Plain> || core::is_eigen_tensor_v<Plain>) &&
-                                       std::is_convertible_v<core::data_pointer_t<E>, T*>>>
+    template <
+        class E, class Plain = std::decay_t<E>,
+        class = std::enable_if_t<core::is_viewable_v<Plain> && std::is_convertible_v<core::data_pointer_t<E>, T*>>>
     vector_view(E&& values) {
         if constexpr (core::is_eigen_dense_v<Plain>) {
-            core::require(values.rows() == 1 || values.cols() == 1, "a vector argument must have one row or one column, got ",
-                          values.rows(), "x", values.cols());
+            core::require(values.rows() == 1 || values.cols() == 1,
+                          "a vector argument must have one row or one column, got ", values.rows(), "x", values.cols());
             auto& dense = values.derived();
             // Distance between consecutive elements along the vector's long axis.
             const bool column_shaped = values.cols() == 1;
-            const index_type step = column_shaped == static_cast<bool>(Plain::IsRowMajor) ? dense.outerStride() : dense.innerStride();
-            core::require(values.size() <= 1 || step == 1, "a vector argument must be contiguous, got element stride ", step);
+            const index_type step =
+                column_shaped == static_cast<bool>(Plain::IsRowMajor) ? dense.outerStride() : dense.innerStride();
+            core::require(values.size() <= 1 || step == 1, "a vector argument must be contiguous, got element stride ",
+                          step);
             size = static_cast<index_type>(values.size());
         } else {
             size = core::tensor_size(values);
@@ -165,18 +169,20 @@ auto view(E&& x) {
     } else {
         auto& dense = x.derived();
         if constexpr (Plain::IsRowMajor) {
-            core::require(dense.innerStride() == 1 || dense.cols() <= 1, "view: a row-major matrix must have unit inner stride, got ",
-                          dense.innerStride());
-            return matrix_view<element>{dense.data(), static_cast<index_type>(dense.rows()), static_cast<index_type>(dense.cols()),
+            core::require(dense.innerStride() == 1 || dense.cols() <= 1,
+                          "view: a row-major matrix must have unit inner stride, got ", dense.innerStride());
+            return matrix_view<element>{dense.data(), static_cast<index_type>(dense.rows()),
+                                        static_cast<index_type>(dense.cols()),
                                         static_cast<index_type>(dense.outerStride())};
         } else {
             // Column-major storage is accepted only where it is a vector: n rows of one element.
             if (dense.cols() == 1)
-                return matrix_view<element>{dense.data(), static_cast<index_type>(dense.rows()), 1, static_cast<index_type>(dense.innerStride())};
-            core::require(dense.rows() <= 1 && dense.outerStride() == 1, "view: matrices must be row-major, got a column-major ",
-                          dense.rows(), "x", dense.cols());
-            return matrix_view<element>{dense.data(), static_cast<index_type>(dense.rows()), static_cast<index_type>(dense.cols()),
-                                        static_cast<index_type>(dense.cols())};
+                return matrix_view<element>{dense.data(), static_cast<index_type>(dense.rows()), 1,
+                                            static_cast<index_type>(dense.innerStride())};
+            core::require(dense.rows() <= 1 && dense.outerStride() == 1,
+                          "view: matrices must be row-major, got a column-major ", dense.rows(), "x", dense.cols());
+            return matrix_view<element>{dense.data(), static_cast<index_type>(dense.rows()),
+                                        static_cast<index_type>(dense.cols()), static_cast<index_type>(dense.cols())};
         }
     }
 }
@@ -185,7 +191,8 @@ template <class T>
 template <class E, class Plain, class>
 matrix_view<T>::matrix_view(E&& x) {
     const auto viewed = view(std::forward<E>(x));
-    static_assert(std::is_convertible_v<decltype(viewed.data), T*>, "normkit: a matrix argument has the wrong storage type or constness");
+    static_assert(std::is_convertible_v<decltype(viewed.data), T*>,
+                  "normkit: a matrix argument has the wrong storage type or constness");
     *this = matrix_view<T>(viewed.data, viewed.rows, viewed.cols, viewed.row_stride);
 }
 
@@ -235,9 +242,10 @@ inline constexpr bool same_storage_v = core::is_storage_v<T> && (std::is_same_v<
 
 namespace core {
 
-inline void require_same_shape(const char* name, index_type rows, index_type cols, const char* other, index_type other_rows, index_type other_cols) {
-    require(rows == other_rows && cols == other_cols, name, " has shape ", rows, "x", cols, " but ", other, " has shape ", other_rows,
-            "x", other_cols);
+inline void require_same_shape(const char* name, index_type rows, index_type cols, const char* other,
+                               index_type other_rows, index_type other_cols) {
+    require(rows == other_rows && cols == other_cols, name, " has shape ", rows, "x", cols, " but ", other,
+            " has shape ", other_rows, "x", other_cols);
 }
 
 template <class A, class B>
@@ -248,7 +256,8 @@ void require_same_shape(const char* name, const matrix_view<A>& a, const char* o
 // An optional per-column parameter (weight, bias) must be absent or have one entry per column.
 template <class T>
 void require_parameter(const char* name, const vector_view<T>& parameter, index_type cols) {
-    require(parameter.empty() || parameter.size == cols, name, " has length ", parameter.size, " but the normalized dimension is ", cols);
+    require(parameter.empty() || parameter.size == cols, name, " has length ", parameter.size,
+            " but the normalized dimension is ", cols);
 }
 
 // An optional per-row output (mean, rstd) must be absent or have one entry per row.

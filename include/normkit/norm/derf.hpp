@@ -51,8 +51,8 @@ namespace normkit::norm {
 
 // y = γ⊙erf(αx + s) + β row by row; weight (γ) and bias (β) may be absent ({}).
 template <class Input, class Output>
-void derf_forward(const Input& input, double alpha, double shift, parameter_t<Input> weight, parameter_t<Input> bias, Output&& output,
-                  const derf_options& options = {}) {
+void derf_forward(const Input& input, double alpha, double shift, parameter_t<Input> weight, parameter_t<Input> bias,
+                  Output&& output, const derf_options& options = {}) {
     using T = element_t<Input>;
     static_assert(same_storage_v<T, Input, Output>, "derf_forward: input and output must have the same storage type");
     detail::derf_forward<T>(view(input), alpha, shift, weight, bias, view(output), options);
@@ -61,14 +61,17 @@ void derf_forward(const Input& input, double alpha, double shift, parameter_t<In
 // Writes dx, dγ and dβ (float, double for double storage) where given ({} =
 // absent); returns dα and ds.
 template <class Gradient, class Input>
-derf_scalar_gradients<scalar_t<Input>> derf_backward(const Gradient& output_gradient, const Input& input, double alpha, double shift,
-                                                     parameter_t<Input> weight, matrix_t<Input> input_gradient,
-                                                     statistics_t<Input> weight_gradient = {}, statistics_t<Input> bias_gradient = {},
+derf_scalar_gradients<scalar_t<Input>> derf_backward(const Gradient& output_gradient, const Input& input, double alpha,
+                                                     double shift, parameter_t<Input> weight,
+                                                     matrix_t<Input> input_gradient,
+                                                     statistics_t<Input> weight_gradient = {},
+                                                     statistics_t<Input> bias_gradient = {},
                                                      const derf_options& options = {}) {
     using T = element_t<Input>;
-    static_assert(same_storage_v<T, Gradient, Input>, "derf_backward: output_gradient and input must have the same storage type");
-    return detail::derf_backward<T>(view(output_gradient), view(input), alpha, shift, weight, input_gradient, weight_gradient, bias_gradient,
-                                    options);
+    static_assert(same_storage_v<T, Gradient, Input>,
+                  "derf_backward: output_gradient and input must have the same storage type");
+    return detail::derf_backward<T>(view(output_gradient), view(input), alpha, shift, weight, input_gradient,
+                                    weight_gradient, bias_gradient, options);
 }
 
 }  // namespace normkit::norm

@@ -49,9 +49,12 @@ enum class llama_size { b7, b13, b34, b70 };
 
 inline constexpr dyt_llama_alphas dyt_llama_alpha(llama_size size) {
     switch (size) {
-        case llama_size::b7: return {0.8, 0.2, 0.2};
-        case llama_size::b13: return {0.6, 0.15, 0.15};
-        default: return {0.2, 0.05, 0.05};
+        case llama_size::b7:
+            return {0.8, 0.2, 0.2};
+        case llama_size::b13:
+            return {0.6, 0.15, 0.15};
+        default:
+            return {0.2, 0.05, 0.05};
     }
 }
 
@@ -73,12 +76,15 @@ void dyt_forward(const Input& input, double alpha, parameter_t<Input> weight, pa
 // Writes dx, dγ and dβ (float, double for double storage) where given ({} =
 // absent); returns dα.
 template <class Gradient, class Input>
-scalar_t<Input> dyt_backward(const Gradient& output_gradient, const Input& input, double alpha, parameter_t<Input> weight,
-                             matrix_t<Input> input_gradient, statistics_t<Input> weight_gradient = {}, statistics_t<Input> bias_gradient = {},
+scalar_t<Input> dyt_backward(const Gradient& output_gradient, const Input& input, double alpha,
+                             parameter_t<Input> weight, matrix_t<Input> input_gradient,
+                             statistics_t<Input> weight_gradient = {}, statistics_t<Input> bias_gradient = {},
                              const dyt_options& options = {}) {
     using T = element_t<Input>;
-    static_assert(same_storage_v<T, Gradient, Input>, "dyt_backward: output_gradient and input must have the same storage type");
-    return detail::dyt_backward<T>(view(output_gradient), view(input), alpha, weight, input_gradient, weight_gradient, bias_gradient, options);
+    static_assert(same_storage_v<T, Gradient, Input>,
+                  "dyt_backward: output_gradient and input must have the same storage type");
+    return detail::dyt_backward<T>(view(output_gradient), view(input), alpha, weight, input_gradient, weight_gradient,
+                                   bias_gradient, options);
 }
 
 }  // namespace normkit::norm

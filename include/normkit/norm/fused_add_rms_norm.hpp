@@ -45,14 +45,16 @@ void fused_add_rms_norm_forward(const Input& input, parameter_t<Input> weight, R
 // stream after the forward (h). dw (float, double for double storage) is
 // overwritten, or absent ({}).
 template <class Gradient, class Residual, class ResidualGradient>
-void fused_add_rms_norm_backward(const Gradient& output_gradient, const Residual& residual, parameter_t<Residual> weight,
-                                 ResidualGradient&& residual_gradient, statistics_t<Residual> weight_gradient,
-                                 const_statistics_t<Residual> rstd, const rms_norm_options& options = {}) {
+void fused_add_rms_norm_backward(const Gradient& output_gradient, const Residual& residual,
+                                 parameter_t<Residual> weight, ResidualGradient&& residual_gradient,
+                                 statistics_t<Residual> weight_gradient, const_statistics_t<Residual> rstd,
+                                 const rms_norm_options& options = {}) {
     using T = element_t<Residual>;
-    static_assert(same_storage_v<T, Gradient, Residual, ResidualGradient>,
-                  "fused_add_rms_norm_backward: output_gradient, residual and residual_gradient must have the same storage type");
-    detail::fused_add_rms_norm_backward<T>(view(output_gradient), view(residual), weight, view(residual_gradient), weight_gradient, rstd,
-                                           options);
+    static_assert(
+        same_storage_v<T, Gradient, Residual, ResidualGradient>,
+        "fused_add_rms_norm_backward: output_gradient, residual and residual_gradient must have the same storage type");
+    detail::fused_add_rms_norm_backward<T>(view(output_gradient), view(residual), weight, view(residual_gradient),
+                                           weight_gradient, rstd, options);
 }
 
 }  // namespace normkit::norm

@@ -58,17 +58,19 @@ namespace normkit::norm {
 template <class Input, class Output>
 void l2_norm_forward(const Input& input, double gain, Output&& output, const l2_norm_options& options = {}) {
     using T = element_t<Input>;
-    static_assert(same_storage_v<T, Input, Output>, "l2_norm_forward: input and output must have the same storage type");
+    static_assert(same_storage_v<T, Input, Output>,
+                  "l2_norm_forward: input and output must have the same storage type");
     detail::l2_norm_forward<T>(view(input), gain, view(output), options);
 }
 
 // dx from dy and x (dx may be absent: {}); returns dg = Σ dy⊙x̂ (float, double
 // for double storage), the gradient of a learnable gain (ScaleNorm).
 template <class Gradient, class Input>
-scalar_t<Input> l2_norm_backward(const Gradient& output_gradient, const Input& input, double gain, matrix_t<Input> input_gradient,
-                                 const l2_norm_options& options = {}) {
+scalar_t<Input> l2_norm_backward(const Gradient& output_gradient, const Input& input, double gain,
+                                 matrix_t<Input> input_gradient, const l2_norm_options& options = {}) {
     using T = element_t<Input>;
-    static_assert(same_storage_v<T, Gradient, Input>, "l2_norm_backward: output_gradient and input must have the same storage type");
+    static_assert(same_storage_v<T, Gradient, Input>,
+                  "l2_norm_backward: output_gradient and input must have the same storage type");
     return detail::l2_norm_backward<T>(view(output_gradient), view(input), gain, input_gradient, options);
 }
 

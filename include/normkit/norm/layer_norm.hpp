@@ -46,23 +46,27 @@ namespace normkit::norm {
 // y = LayerNorm(x) row by row; weight (γ) and bias (β) may be absent ({}).
 // Saves mean and rstd (float, double for double storage) when given.
 template <class Input, class Output>
-void layer_norm_forward(const Input& input, parameter_t<Input> weight, parameter_t<Input> bias, Output&& output, statistics_t<Input> mean = {},
-                        statistics_t<Input> rstd = {}, const layer_norm_options& options = {}) {
+void layer_norm_forward(const Input& input, parameter_t<Input> weight, parameter_t<Input> bias, Output&& output,
+                        statistics_t<Input> mean = {}, statistics_t<Input> rstd = {},
+                        const layer_norm_options& options = {}) {
     using T = element_t<Input>;
-    static_assert(same_storage_v<T, Input, Output>, "layer_norm_forward: input and output must have the same storage type");
+    static_assert(same_storage_v<T, Input, Output>,
+                  "layer_norm_forward: input and output must have the same storage type");
     detail::layer_norm_forward<T>(view(input), weight, bias, view(output), mean, rstd, options);
 }
 
 // dx, dγ, dβ from dy, x and the saved statistics. dγ and dβ (float, double for
 // double storage) are overwritten, not accumulated; any gradient may be absent ({}).
 template <class Gradient, class Input>
-void layer_norm_backward(const Gradient& output_gradient, const Input& input, parameter_t<Input> weight, matrix_t<Input> input_gradient,
-                         statistics_t<Input> weight_gradient, statistics_t<Input> bias_gradient, const_statistics_t<Input> mean,
+void layer_norm_backward(const Gradient& output_gradient, const Input& input, parameter_t<Input> weight,
+                         matrix_t<Input> input_gradient, statistics_t<Input> weight_gradient,
+                         statistics_t<Input> bias_gradient, const_statistics_t<Input> mean,
                          const_statistics_t<Input> rstd, const layer_norm_options& options = {}) {
     using T = element_t<Input>;
-    static_assert(same_storage_v<T, Gradient, Input>, "layer_norm_backward: output_gradient and input must have the same storage type");
-    detail::layer_norm_backward<T>(view(output_gradient), view(input), weight, input_gradient, weight_gradient, bias_gradient, mean, rstd,
-                                   options);
+    static_assert(same_storage_v<T, Gradient, Input>,
+                  "layer_norm_backward: output_gradient and input must have the same storage type");
+    detail::layer_norm_backward<T>(view(output_gradient), view(input), weight, input_gradient, weight_gradient,
+                                   bias_gradient, mean, rstd, options);
 }
 
 }  // namespace normkit::norm

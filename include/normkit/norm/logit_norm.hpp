@@ -80,8 +80,8 @@ namespace normkit::norm {
 // The mean LogitNorm loss over the rows of `logits` (one label per row).
 // Writes each row's loss when `losses` is given.
 template <class Logits>
-scalar_t<Logits> logit_norm_loss(const Logits& logits, vector_view<const index_type> labels, statistics_t<Logits> losses = {},
-                                 const logit_norm_options& options = {}) {
+scalar_t<Logits> logit_norm_loss(const Logits& logits, vector_view<const index_type> labels,
+                                 statistics_t<Logits> losses = {}, const logit_norm_options& options = {}) {
     using T = element_t<Logits>;
     static_assert(same_storage_v<T, Logits>, "logit_norm_loss: logits must have a storage type");
     return detail::logit_norm_loss<T>(view(logits), labels, matrix_view<T>{}, losses, options);
@@ -89,10 +89,12 @@ scalar_t<Logits> logit_norm_loss(const Logits& logits, vector_view<const index_t
 
 // The mean LogitNorm loss and its gradient with respect to the logits.
 template <class Logits, class Gradient>
-scalar_t<Logits> logit_norm_loss_gradient(const Logits& logits, vector_view<const index_type> labels, Gradient&& gradient,
-                                          statistics_t<Logits> losses = {}, const logit_norm_options& options = {}) {
+scalar_t<Logits> logit_norm_loss_gradient(const Logits& logits, vector_view<const index_type> labels,
+                                          Gradient&& gradient, statistics_t<Logits> losses = {},
+                                          const logit_norm_options& options = {}) {
     using T = element_t<Logits>;
-    static_assert(same_storage_v<T, Logits, Gradient>, "logit_norm_loss_gradient: logits and gradient must have the same storage type");
+    static_assert(same_storage_v<T, Logits, Gradient>,
+                  "logit_norm_loss_gradient: logits and gradient must have the same storage type");
     const matrix_view<T> out = view(gradient);
     core::require_data("gradient", out);
     return detail::logit_norm_loss<T>(view(logits), labels, out, losses, options);
@@ -100,7 +102,8 @@ scalar_t<Logits> logit_norm_loss_gradient(const Logits& logits, vector_view<cons
 
 // s = max_k z̃_k / ‖z̃‖_p per row, z̃ = z − mean(z); scores in float (double for double).
 template <class Logits>
-void selective_classification_score(const Logits& logits, statistics_t<Logits> scores, const selective_score_options& options = {}) {
+void selective_classification_score(const Logits& logits, statistics_t<Logits> scores,
+                                    const selective_score_options& options = {}) {
     using T = element_t<Logits>;
     static_assert(same_storage_v<T, Logits>, "selective_classification_score: logits must have a storage type");
     detail::selective_classification_score<T>(view(logits), scores, options.p, options.threads);

@@ -35,28 +35,18 @@ inline rms_norm_options rms(double eps, bool offset, rms_norm_casting casting) {
 }  // namespace detail
 
 // Llama's RMSNorm: w, x̂ rounded to the storage type before the weight multiply.
-inline rms_norm_options llama() {
-    return detail::rms(1e-6, false, rms_norm_casting::llama);
-}
+inline rms_norm_options llama() { return detail::rms(1e-6, false, rms_norm_casting::llama); }
 
 // Gemma's RMSNorm: the zero-centred weight 1 + w, all in fp32, one rounding.
-inline rms_norm_options gemma() {
-    return detail::rms(1e-6, true, rms_norm_casting::gemma);
-}
+inline rms_norm_options gemma() { return detail::rms(1e-6, true, rms_norm_casting::gemma); }
 
 // Qwen3's per-head QK-norm (and its other RMSNorms): as llama().
-inline rms_norm_options qwen3() {
-    return detail::rms(1e-6, false, rms_norm_casting::llama);
-}
+inline rms_norm_options qwen3() { return detail::rms(1e-6, false, rms_norm_casting::llama); }
 
 // Gemma 3's per-head QK-norm: as gemma().
-inline rms_norm_options gemma3() {
-    return detail::rms(1e-6, true, rms_norm_casting::gemma);
-}
+inline rms_norm_options gemma3() { return detail::rms(1e-6, true, rms_norm_casting::gemma); }
 
 // OLMo 2's full-width QK-norm: w multiplied before the one cast back, ε = 1e-5.
-inline rms_norm_options olmo2() {
-    return detail::rms(1e-5, false, rms_norm_casting::gemma);
-}
+inline rms_norm_options olmo2() { return detail::rms(1e-5, false, rms_norm_casting::gemma); }
 
 }  // namespace normkit::norm::presets

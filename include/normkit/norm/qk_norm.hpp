@@ -56,7 +56,8 @@ namespace normkit::norm {
 // The paper's initial g = log2(L² − L) for training sequences of length L (its
 // 97.5th percentile); needs L ≥ 2 (L = 2 gives g = 1).
 inline double qk_norm_initial_gain(index_type sequence_length) {
-    core::require(sequence_length >= 2, "qk_norm_initial_gain: sequence_length must be at least 2, got ", sequence_length);
+    core::require(sequence_length >= 2, "qk_norm_initial_gain: sequence_length must be at least 2, got ",
+                  sequence_length);
     const double length = static_cast<double>(sequence_length);
     return std::log2(length * length - length);
 }
@@ -71,8 +72,8 @@ namespace normkit::norm {
 
 // Writes g·q̂ to query_output and k̂ to key_output (see the top of the file).
 template <class Query, class Key, class QueryOutput, class KeyOutput>
-void qk_l2_norm_forward(const Query& query, const Key& key, double gain, QueryOutput&& query_output, KeyOutput&& key_output,
-                        const l2_norm_options& options = {}) {
+void qk_l2_norm_forward(const Query& query, const Key& key, double gain, QueryOutput&& query_output,
+                        KeyOutput&& key_output, const l2_norm_options& options = {}) {
     using T = element_t<Query>;
     static_assert(same_storage_v<T, Query, Key, QueryOutput, KeyOutput>,
                   "qk_l2_norm_forward: query, key and the outputs must have the same storage type");
@@ -82,14 +83,15 @@ void qk_l2_norm_forward(const Query& query, const Key& key, double gain, QueryOu
 // dq, dk from the gradients of the forward's outputs (g·q̂, k̂); returns dg.
 // dq or dk may be absent ({}).
 template <class QueryOutputGradient, class KeyOutputGradient, class Query, class Key>
-scalar_t<Query> qk_l2_norm_backward(const QueryOutputGradient& query_output_gradient, const KeyOutputGradient& key_output_gradient,
-                                    const Query& query, const Key& key, double gain, matrix_t<Query> query_gradient, matrix_t<Query> key_gradient,
+scalar_t<Query> qk_l2_norm_backward(const QueryOutputGradient& query_output_gradient,
+                                    const KeyOutputGradient& key_output_gradient, const Query& query, const Key& key,
+                                    double gain, matrix_t<Query> query_gradient, matrix_t<Query> key_gradient,
                                     const l2_norm_options& options = {}) {
     using T = element_t<Query>;
     static_assert(same_storage_v<T, QueryOutputGradient, KeyOutputGradient, Query, Key>,
                   "qk_l2_norm_backward: every argument must have the same storage type");
-    return detail::qk_l2_norm_backward<T>(view(query_output_gradient), view(key_output_gradient), view(query), view(key), gain, query_gradient,
-                                          key_gradient, options);
+    return detail::qk_l2_norm_backward<T>(view(query_output_gradient), view(key_output_gradient), view(query),
+                                          view(key), gain, query_gradient, key_gradient, options);
 }
 
 // ---------------------------------------------------------------- RMSNorm forms
@@ -98,29 +100,34 @@ scalar_t<Query> qk_l2_norm_backward(const QueryOutputGradient& query_output_grad
 // q (query_weight) and of k (key_weight); each weight has head_dim entries or is
 // absent ({}). Saves one rstd per head row when given.
 template <class Query, class Key, class QueryOutput, class KeyOutput>
-void qk_rms_norm_forward(const Query& query, const Key& key, parameter_t<Query> query_weight, parameter_t<Query> key_weight,
-                         QueryOutput&& query_output, KeyOutput&& key_output, statistics_t<Query> query_rstd = {},
-                         statistics_t<Query> key_rstd = {}, const rms_norm_options& options = {}) {
+void qk_rms_norm_forward(const Query& query, const Key& key, parameter_t<Query> query_weight,
+                         parameter_t<Query> key_weight, QueryOutput&& query_output, KeyOutput&& key_output,
+                         statistics_t<Query> query_rstd = {}, statistics_t<Query> key_rstd = {},
+                         const rms_norm_options& options = {}) {
     using T = element_t<Query>;
     static_assert(same_storage_v<T, Query, Key, QueryOutput, KeyOutput>,
                   "qk_rms_norm_forward: query, key and the outputs must have the same storage type");
-    detail::qk_rms_norm_forward<T>(view(query), view(key), query_weight, key_weight, view(query_output), view(key_output), query_rstd, key_rstd,
-                                   options);
+    detail::qk_rms_norm_forward<T>(view(query), view(key), query_weight, key_weight, view(query_output),
+                                   view(key_output), query_rstd, key_rstd, options);
 }
 
 // dq, dk and the weight gradients (float, double for double storage;
 // overwritten) from the saved rstd. Any of dq, dk and the weight gradients may
 // be absent ({}).
 template <class QueryOutputGradient, class KeyOutputGradient, class Query, class Key>
-void qk_rms_norm_backward(const QueryOutputGradient& query_output_gradient, const KeyOutputGradient& key_output_gradient, const Query& query,
-                          const Key& key, parameter_t<Query> query_weight, parameter_t<Query> key_weight, matrix_t<Query> query_gradient,
-                          matrix_t<Query> key_gradient, statistics_t<Query> query_weight_gradient, statistics_t<Query> key_weight_gradient,
-                          const_statistics_t<Query> query_rstd, const_statistics_t<Query> key_rstd, const rms_norm_options& options = {}) {
+void qk_rms_norm_backward(const QueryOutputGradient& query_output_gradient,
+                          const KeyOutputGradient& key_output_gradient, const Query& query, const Key& key,
+                          parameter_t<Query> query_weight, parameter_t<Query> key_weight,
+                          matrix_t<Query> query_gradient, matrix_t<Query> key_gradient,
+                          statistics_t<Query> query_weight_gradient, statistics_t<Query> key_weight_gradient,
+                          const_statistics_t<Query> query_rstd, const_statistics_t<Query> key_rstd,
+                          const rms_norm_options& options = {}) {
     using T = element_t<Query>;
     static_assert(same_storage_v<T, QueryOutputGradient, KeyOutputGradient, Query, Key>,
                   "qk_rms_norm_backward: every tensor must have the same storage type");
-    detail::qk_rms_norm_backward<T>(view(query_output_gradient), view(key_output_gradient), view(query), view(key), query_weight, key_weight,
-                                    query_gradient, key_gradient, query_weight_gradient, key_weight_gradient, query_rstd, key_rstd, options);
+    detail::qk_rms_norm_backward<T>(view(query_output_gradient), view(key_output_gradient), view(query), view(key),
+                                    query_weight, key_weight, query_gradient, key_gradient, query_weight_gradient,
+                                    key_weight_gradient, query_rstd, key_rstd, options);
 }
 
 // Full-width RMSNorm (OLMo2): each token's heads × head_dim values normalized
@@ -128,30 +135,33 @@ void qk_rms_norm_backward(const QueryOutputGradient& query_output_gradient, cons
 // may differ under GQA). Rows of head_dim (a rank-3 tensor, a matrix of heads)
 // are read a token at a time and must then be contiguous. rstd: one per token.
 template <class Query, class Key, class QueryOutput, class KeyOutput>
-void qk_full_width_rms_norm_forward(const Query& query, const Key& key, parameter_t<Query> query_weight, parameter_t<Query> key_weight,
-                                    QueryOutput&& query_output, KeyOutput&& key_output, statistics_t<Query> query_rstd = {},
-                                    statistics_t<Query> key_rstd = {}, const rms_norm_options& options = {}) {
+void qk_full_width_rms_norm_forward(const Query& query, const Key& key, parameter_t<Query> query_weight,
+                                    parameter_t<Query> key_weight, QueryOutput&& query_output, KeyOutput&& key_output,
+                                    statistics_t<Query> query_rstd = {}, statistics_t<Query> key_rstd = {},
+                                    const rms_norm_options& options = {}) {
     using T = element_t<Query>;
     static_assert(same_storage_v<T, Query, Key, QueryOutput, KeyOutput>,
                   "qk_full_width_rms_norm_forward: query, key and the outputs must have the same storage type");
-    detail::qk_full_width_rms_norm_forward<T>(view(query), view(key), query_weight, key_weight, view(query_output), view(key_output),
-                                              query_rstd, key_rstd, options);
+    detail::qk_full_width_rms_norm_forward<T>(view(query), view(key), query_weight, key_weight, view(query_output),
+                                              view(key_output), query_rstd, key_rstd, options);
 }
 
 // The backward of qk_full_width_rms_norm_forward: dq, dk and the weight gradients, any of them
 // absent ({}), from the per-token rstd.
 template <class QueryOutputGradient, class KeyOutputGradient, class Query, class Key>
-void qk_full_width_rms_norm_backward(const QueryOutputGradient& query_output_gradient, const KeyOutputGradient& key_output_gradient,
-                                     const Query& query, const Key& key, parameter_t<Query> query_weight, parameter_t<Query> key_weight,
-                                     matrix_t<Query> query_gradient, matrix_t<Query> key_gradient, statistics_t<Query> query_weight_gradient,
-                                     statistics_t<Query> key_weight_gradient, const_statistics_t<Query> query_rstd,
-                                     const_statistics_t<Query> key_rstd, const rms_norm_options& options = {}) {
+void qk_full_width_rms_norm_backward(const QueryOutputGradient& query_output_gradient,
+                                     const KeyOutputGradient& key_output_gradient, const Query& query, const Key& key,
+                                     parameter_t<Query> query_weight, parameter_t<Query> key_weight,
+                                     matrix_t<Query> query_gradient, matrix_t<Query> key_gradient,
+                                     statistics_t<Query> query_weight_gradient, statistics_t<Query> key_weight_gradient,
+                                     const_statistics_t<Query> query_rstd, const_statistics_t<Query> key_rstd,
+                                     const rms_norm_options& options = {}) {
     using T = element_t<Query>;
     static_assert(same_storage_v<T, QueryOutputGradient, KeyOutputGradient, Query, Key>,
                   "qk_full_width_rms_norm_backward: every tensor must have the same storage type");
-    detail::qk_full_width_rms_norm_backward<T>(view(query_output_gradient), view(key_output_gradient), view(query), view(key), query_weight,
-                                               key_weight, query_gradient, key_gradient, query_weight_gradient, key_weight_gradient,
-                                               query_rstd, key_rstd, options);
+    detail::qk_full_width_rms_norm_backward<T>(
+        view(query_output_gradient), view(key_output_gradient), view(query), view(key), query_weight, key_weight,
+        query_gradient, key_gradient, query_weight_gradient, key_weight_gradient, query_rstd, key_rstd, options);
 }
 
 }  // namespace normkit::norm

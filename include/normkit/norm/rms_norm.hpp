@@ -57,18 +57,22 @@ template <class Input, class Output>
 void rms_norm_forward(const Input& input, parameter_t<Input> weight, Output&& output, statistics_t<Input> rstd = {},
                       const rms_norm_options& options = {}) {
     using T = element_t<Input>;
-    static_assert(same_storage_v<T, Input, Output>, "rms_norm_forward: input and output must have the same storage type");
+    static_assert(same_storage_v<T, Input, Output>,
+                  "rms_norm_forward: input and output must have the same storage type");
     detail::rms_norm_forward<T>(view(input), weight, view(output), rstd, options);
 }
 
 // dx and dw from dy, x and the saved rstd. dw (float, double for double
 // storage) is overwritten, not accumulated; dx or dw may be absent ({}).
 template <class Gradient, class Input>
-void rms_norm_backward(const Gradient& output_gradient, const Input& input, parameter_t<Input> weight, matrix_t<Input> input_gradient,
-                       statistics_t<Input> weight_gradient, const_statistics_t<Input> rstd, const rms_norm_options& options = {}) {
+void rms_norm_backward(const Gradient& output_gradient, const Input& input, parameter_t<Input> weight,
+                       matrix_t<Input> input_gradient, statistics_t<Input> weight_gradient,
+                       const_statistics_t<Input> rstd, const rms_norm_options& options = {}) {
     using T = element_t<Input>;
-    static_assert(same_storage_v<T, Gradient, Input>, "rms_norm_backward: output_gradient and input must have the same storage type");
-    detail::rms_norm_backward<T>(view(output_gradient), view(input), weight, input_gradient, weight_gradient, rstd, options);
+    static_assert(same_storage_v<T, Gradient, Input>,
+                  "rms_norm_backward: output_gradient and input must have the same storage type");
+    detail::rms_norm_backward<T>(view(output_gradient), view(input), weight, input_gradient, weight_gradient, rstd,
+                                 options);
 }
 
 }  // namespace normkit::norm

@@ -58,24 +58,27 @@ namespace normkit::norm {
 // y = SeeDNorm(x) row by row with parameters α, β, γ (each of the row length).
 // Saves rstd when given (the backward needs it).
 template <class Input, class Output>
-void seed_norm_forward(const Input& input, parameter_t<Input> alpha, parameter_t<Input> beta, parameter_t<Input> gamma, Output&& output,
-                       statistics_t<Input> rstd = {}, const seed_norm_options& options = {}) {
+void seed_norm_forward(const Input& input, parameter_t<Input> alpha, parameter_t<Input> beta, parameter_t<Input> gamma,
+                       Output&& output, statistics_t<Input> rstd = {}, const seed_norm_options& options = {}) {
     using T = element_t<Input>;
-    static_assert(same_storage_v<T, Input, Output>, "seed_norm_forward: input and output must have the same storage type");
+    static_assert(same_storage_v<T, Input, Output>,
+                  "seed_norm_forward: input and output must have the same storage type");
     detail::seed_norm_forward<T>(view(input), alpha, beta, gamma, view(output), rstd, options);
 }
 
 // dx (or {}) and dα, dβ, dγ (float, double for double storage; all three or {} for none)
 // from dy, x and the saved rstd.
 template <class Gradient, class Input>
-void seed_norm_backward(const Gradient& output_gradient, const Input& input, parameter_t<Input> alpha, parameter_t<Input> beta,
-                        parameter_t<Input> gamma, matrix_t<Input> input_gradient, statistics_t<Input> alpha_gradient,
-                        statistics_t<Input> beta_gradient, statistics_t<Input> gamma_gradient, const_statistics_t<Input> rstd,
+void seed_norm_backward(const Gradient& output_gradient, const Input& input, parameter_t<Input> alpha,
+                        parameter_t<Input> beta, parameter_t<Input> gamma, matrix_t<Input> input_gradient,
+                        statistics_t<Input> alpha_gradient, statistics_t<Input> beta_gradient,
+                        statistics_t<Input> gamma_gradient, const_statistics_t<Input> rstd,
                         const seed_norm_options& options = {}) {
     using T = element_t<Input>;
-    static_assert(same_storage_v<T, Gradient, Input>, "seed_norm_backward: output_gradient and input must have the same storage type");
-    detail::seed_norm_backward<T>(view(output_gradient), view(input), alpha, beta, gamma, input_gradient, alpha_gradient, beta_gradient,
-                                  gamma_gradient, rstd, options);
+    static_assert(same_storage_v<T, Gradient, Input>,
+                  "seed_norm_backward: output_gradient and input must have the same storage type");
+    detail::seed_norm_backward<T>(view(output_gradient), view(input), alpha, beta, gamma, input_gradient,
+                                  alpha_gradient, beta_gradient, gamma_gradient, rstd, options);
 }
 
 }  // namespace normkit::norm

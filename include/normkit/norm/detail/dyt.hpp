@@ -15,16 +15,17 @@
 namespace normkit::norm::detail {
 
 template <class T>
-void dyt_forward(matrix_view<const T> x, double alpha, vector_view<const T> weight, vector_view<const T> bias, matrix_view<T> y,
-                 const dyt_options& options) {
+void dyt_forward(matrix_view<const T> x, double alpha, vector_view<const T> weight, vector_view<const T> bias,
+                 matrix_view<T> y, const dyt_options& options) {
     core::require_finite("alpha", alpha);
     const core::batch<core::compute_t<T>> a(static_cast<core::compute_t<T>>(alpha));
     pointwise_forward(x, weight, bias, y, options, [&](const auto& value) { return core::tanh(value * a); });
 }
 
 template <class T>
-statistic_t<T> dyt_backward(matrix_view<const T> dy, matrix_view<const T> x, double alpha, vector_view<const T> weight, matrix_view<T> dx,
-                            vector_view<statistic_t<T>> weight_gradient, vector_view<statistic_t<T>> bias_gradient, const dyt_options& options) {
+statistic_t<T> dyt_backward(matrix_view<const T> dy, matrix_view<const T> x, double alpha, vector_view<const T> weight,
+                            matrix_view<T> dx, vector_view<statistic_t<T>> weight_gradient,
+                            vector_view<statistic_t<T>> bias_gradient, const dyt_options& options) {
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
     using core::batch;
@@ -39,34 +40,35 @@ statistic_t<T> dyt_backward(matrix_view<const T> dy, matrix_view<const T> x, dou
 
     const S* sums = core::with_flags(
         [&](auto has_weight, auto has_dx, auto has_weight_gradient, auto has_bias_gradient) {
-            return core::reduce_rows<S>(x.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
-                for (index_type row = begin; row < end; ++row) {
-                    const T* in = x.row(row);
-                    const T* upstream = dy.row(row);
-                    T* out = has_dx ? dx.row(row) : nullptr;
-                    batch<C> alpha_sum(C(0));
-                    core::for_each_batch<C>(n, [&](index_type i, index_type count) {
-                        const auto value = core::load(in + i, count);
-                        const auto g = core::load(upstream + i, count);
-                        const auto t = core::tanh(value * a);
-                        auto common = g * (one - t * t);
-                        if constexpr (has_weight) common *= core::load(weight.data + i, count);
-                        if constexpr (has_dx) core::store(out + i, a * common, count);
-                        alpha_sum += common * value;  // lanes past count hold x = 0
-                        if constexpr (has_weight_gradient) {
-                            // An explicit fma: left to the compiler, the contraction differed between
-                            // the copies of this body (with and without dx, full batch and tail).
-                            S* w = partial + weight_offset + i;
-                            core::store(w, xsimd::fma(g, t, core::load(w, count)), count);
-                        }
-                        if constexpr (has_bias_gradient) {
-                            S* b = partial + bias_offset + i;
-                            core::store(b, core::load(b, count) + g, count);
-                        }
-                    });
-                    partial[0] += core::horizontal_sum(alpha_sum);
-                }
-            });
+            return core::reduce_rows<S>(
+                x.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
+                    for (index_type row = begin; row < end; ++row) {
+                        const T* in = x.row(row);
+                        const T* upstream = dy.row(row);
+                        T* out = has_dx ? dx.row(row) : nullptr;
+                        batch<C> alpha_sum(C(0));
+                        core::for_each_batch<C>(n, [&](index_type i, index_type count) {
+                            const auto value = core::load(in + i, count);
+                            const auto g = core::load(upstream + i, count);
+                            const auto t = core::tanh(value * a);
+                            auto common = g * (one - t * t);
+                            if constexpr (has_weight) common *= core::load(weight.data + i, count);
+                            if constexpr (has_dx) core::store(out + i, a * common, count);
+                            alpha_sum += common * value;  // lanes past count hold x = 0
+                            if constexpr (has_weight_gradient) {
+                                // An explicit fma: left to the compiler, the contraction differed between
+                                // the copies of this body (with and without dx, full batch and tail).
+                                S* w = partial + weight_offset + i;
+                                core::store(w, xsimd::fma(g, t, core::load(w, count)), count);
+                            }
+                            if constexpr (has_bias_gradient) {
+                                S* b = partial + bias_offset + i;
+                                core::store(b, core::load(b, count) + g, count);
+                            }
+                        });
+                        partial[0] += core::horizontal_sum(alpha_sum);
+                    }
+                });
         },
         !weight.empty(), !dx.empty(), !weight_gradient.empty(), !bias_gradient.empty());
 

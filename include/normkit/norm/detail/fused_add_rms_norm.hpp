@@ -13,8 +13,9 @@
 namespace normkit::norm::detail {
 
 template <class T>
-void fused_add_rms_norm_forward(matrix_view<const T> x, vector_view<const T> weight, matrix_view<T> residual, matrix_view<T> y,
-                                vector_view<statistic_t<T>> saved_rstd, const rms_norm_options& options) {
+void fused_add_rms_norm_forward(matrix_view<const T> x, vector_view<const T> weight, matrix_view<T> residual,
+                                matrix_view<T> y, vector_view<statistic_t<T>> saved_rstd,
+                                const rms_norm_options& options) {
     using C = core::compute_t<T>;
     using core::batch;
     core::require_data("input", x);
@@ -39,11 +40,12 @@ void fused_add_rms_norm_forward(matrix_view<const T> x, vector_view<const T> wei
                     T* stream = residual.row(row);
                     T* out = y.row(row);
                     // Σh² of h as stored: the same sums as row_sum_of_squares over the stored row.
-                    const C sum_of_squares = core::accumulate_batches<1, C>(n, [&](index_type i, index_type count, std::array<batch<C>, 1>& sums) {
-                        const auto h = core::round_to<T>(core::load(in + i, count) + core::load(stream + i, count));
-                        core::store(stream + i, h, count);
-                        sums[0] = xsimd::fma(h, h, sums[0]);
-                    })[0];
+                    const C sum_of_squares = core::accumulate_batches<1, C>(
+                        n, [&](index_type i, index_type count, std::array<batch<C>, 1>& sums) {
+                            const auto h = core::round_to<T>(core::load(in + i, count) + core::load(stream + i, count));
+                            core::store(stream + i, h, count);
+                            sums[0] = xsimd::fma(h, h, sums[0]);
+                        })[0];
                     const C r = C(1) / std::sqrt(sum_of_squares / static_cast<C>(n) + eps);
                     if (!saved_rstd.empty()) saved_rstd[row] = r;
                     const batch<C> scale(r);
@@ -83,29 +85,32 @@ void fused_add_rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> h
 
     const S* sums = core::with_flags(
         [&](auto has_weight, auto has_weight_gradient) {
-            return core::reduce_rows<S>(h.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
-                for (index_type row = begin; row < end; ++row) {
-                    const T* in = h.row(row);
-                    const T* upstream = dy.row(row);
-                    T* stream = residual_gradient.row(row);
-                    const C r = static_cast<C>(saved_rstd[row]);
-                    const auto g_at = [&](index_type i, index_type c) {
-                        auto g = core::load(upstream + i, c);
-                        if constexpr (has_weight) g *= core::load(weight.data + i, c) + one;
-                        return g;
-                    };
-                    const C sum_gh = core::sum_batches<1, C>(n, [&](index_type i, index_type c) {
-                        return std::array<batch<C>, 1>{g_at(i, c) * core::load(in + i, c)};
-                    })[0];
-                    const batch<C> r_b(r), mean_g_hhat(r * sum_gh / count);
-                    core::for_each_batch<C>(n, [&](index_type i, index_type c) {
-                        const auto hhat = core::load(in + i, c) * r_b;
-                        core::store(stream + i, r_b * (g_at(i, c) - hhat * mean_g_hhat) + core::load(stream + i, c), c);
-                        if constexpr (has_weight_gradient)
-                            core::store(partial + i, core::load(partial + i, c) + core::load(upstream + i, c) * hhat, c);
-                    });
-                }
-            });
+            return core::reduce_rows<S>(
+                h.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
+                    for (index_type row = begin; row < end; ++row) {
+                        const T* in = h.row(row);
+                        const T* upstream = dy.row(row);
+                        T* stream = residual_gradient.row(row);
+                        const C r = static_cast<C>(saved_rstd[row]);
+                        const auto g_at = [&](index_type i, index_type c) {
+                            auto g = core::load(upstream + i, c);
+                            if constexpr (has_weight) g *= core::load(weight.data + i, c) + one;
+                            return g;
+                        };
+                        const C sum_gh = core::sum_batches<1, C>(n, [&](index_type i, index_type c) {
+                            return std::array<batch<C>, 1>{g_at(i, c) * core::load(in + i, c)};
+                        })[0];
+                        const batch<C> r_b(r), mean_g_hhat(r * sum_gh / count);
+                        core::for_each_batch<C>(n, [&](index_type i, index_type c) {
+                            const auto hhat = core::load(in + i, c) * r_b;
+                            core::store(stream + i, r_b * (g_at(i, c) - hhat * mean_g_hhat) + core::load(stream + i, c),
+                                        c);
+                            if constexpr (has_weight_gradient)
+                                core::store(partial + i,
+                                            core::load(partial + i, c) + core::load(upstream + i, c) * hhat, c);
+                        });
+                    }
+                });
         },
         !weight.empty(), partial_width > 0);
 

@@ -19,21 +19,23 @@ inline C inverse_clamped_norm(C sum_of_squares, C eps) {
 
 // Rows [begin, end) of y = g·x/max(‖x‖, ε).
 template <class T>
-void l2_norm_rows(matrix_view<const T> x, matrix_view<T> y, core::compute_t<T> gain, core::compute_t<T> eps, index_type begin, index_type end) {
+void l2_norm_rows(matrix_view<const T> x, matrix_view<T> y, core::compute_t<T> gain, core::compute_t<T> eps,
+                  index_type begin, index_type end) {
     using C = core::compute_t<T>;
     const index_type n = x.cols;
     for (index_type row = begin; row < end; ++row) {
         const T* in = x.row(row);
         T* out = y.row(row);
         const core::batch<C> scale(gain * inverse_clamped_norm(core::row_sum_of_squares(in, n), eps));
-        core::for_each_batch<C>(n, [&](index_type i, index_type count) { core::store(out + i, core::load(in + i, count) * scale, count); });
+        core::for_each_batch<C>(
+            n, [&](index_type i, index_type count) { core::store(out + i, core::load(in + i, count) * scale, count); });
     }
 }
 
 // Rows [begin, end) of the backward: writes dx (when present) and returns Σ dy⊙x̂ over the rows.
 template <class T>
-core::compute_t<T> l2_norm_backward_rows(matrix_view<const T> dy, matrix_view<const T> x, core::compute_t<T> gain, core::compute_t<T> eps,
-                                         matrix_view<T> dx, index_type begin, index_type end) {
+core::compute_t<T> l2_norm_backward_rows(matrix_view<const T> dy, matrix_view<const T> x, core::compute_t<T> gain,
+                                         core::compute_t<T> eps, matrix_view<T> dx, index_type begin, index_type end) {
     using C = core::compute_t<T>;
     using core::batch;
     const index_type n = x.cols;
@@ -53,12 +55,15 @@ core::compute_t<T> l2_norm_backward_rows(matrix_view<const T> dy, matrix_view<co
         T* out = dx.row(row);
         const batch<C> scale(gain * r);
         if (clamped) {
-            core::for_each_batch<C>(n, [&](index_type i, index_type count) { core::store(out + i, core::load(upstream + i, count) * scale, count); });
+            core::for_each_batch<C>(n, [&](index_type i, index_type count) {
+                core::store(out + i, core::load(upstream + i, count) * scale, count);
+            });
         } else {
             // x̂·⟨x̂, dy⟩ = x·r²·Σx·dy
             const batch<C> projection(r * r * sums[1]);
             core::for_each_batch<C>(n, [&](index_type i, index_type count) {
-                core::store(out + i, scale * (core::load(upstream + i, count) - core::load(in + i, count) * projection), count);
+                core::store(out + i, scale * (core::load(upstream + i, count) - core::load(in + i, count) * projection),
+                            count);
             });
         }
     }
@@ -91,9 +96,11 @@ statistic_t<T> l2_norm_backward(matrix_view<const T> dy, matrix_view<const T> x,
     core::require_eps(options.eps);
     core::require_finite("gain", gain);
     if (x.cols == 0 || x.rows == 0) return S(0);
-    const S* total = core::reduce_rows<S>(x.rows, 1, options.threads, [&](index_type begin, index_type end, S* partial) {
-        partial[0] += l2_norm_backward_rows<T>(dy, x, static_cast<C>(gain), static_cast<C>(options.eps), dx, begin, end);
-    });
+    const S* total =
+        core::reduce_rows<S>(x.rows, 1, options.threads, [&](index_type begin, index_type end, S* partial) {
+            partial[0] +=
+                l2_norm_backward_rows<T>(dy, x, static_cast<C>(gain), static_cast<C>(options.eps), dx, begin, end);
+        });
     return total[0];
 }
 

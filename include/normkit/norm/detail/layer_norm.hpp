@@ -39,7 +39,8 @@ struct layer_norm_method {
     affine row(index_type row, const T* in) const { return affine_of(row, core::row_moments(in, n)); }
     auto pair_step(const T* first, const T* second) const { return core::two_rows_centered_step(first, second); }
     // A row whose first element is far from its mean takes its second sweep here, from the cache.
-    std::array<affine, 2> pair(index_type row, index_type other, const T* in, const T* other_in, const std::array<C, 4>& sums) const {
+    std::array<affine, 2> pair(index_type row, index_type other, const T* in, const T* other_in,
+                               const std::array<C, 4>& sums) const {
         const auto m = core::two_rows_moments_after_first_sweep(in, other_in, n, sums);
         return {affine_of(row, m[0]), affine_of(other, m[1])};
     }
@@ -66,12 +67,14 @@ void widen_parameter(const T* parameter, matrix_view<T> y, core::streamed_parame
     const index_type n = y.cols;
     wide = core::streamed_parameter<C>(n, y.row(0));
     C* widened = wide.data();
-    core::for_each_batch<C>(n, [&](index_type i, index_type count) { core::store(widened + i, core::load(parameter + i, count), count); });
+    core::for_each_batch<C>(
+        n, [&](index_type i, index_type count) { core::store(widened + i, core::load(parameter + i, count), count); });
 }
 
 template <class T>
-void layer_norm_forward(matrix_view<const T> x, vector_view<const T> weight, vector_view<const T> bias, matrix_view<T> y,
-                        vector_view<statistic_t<T>> saved_mean, vector_view<statistic_t<T>> saved_rstd, const layer_norm_options& options) {
+void layer_norm_forward(matrix_view<const T> x, vector_view<const T> weight, vector_view<const T> bias,
+                        matrix_view<T> y, vector_view<statistic_t<T>> saved_mean,
+                        vector_view<statistic_t<T>> saved_rstd, const layer_norm_options& options) {
     using C = core::compute_t<T>;
     core::require_data("input", x);
     core::require_data("output", y);
@@ -97,26 +100,31 @@ void layer_norm_forward(matrix_view<const T> x, vector_view<const T> weight, vec
             constexpr bool widened = decltype(from_memory)::value && widen_parameters;
             using P = std::conditional_t<widened, C, T>;
             const P* gamma = [&] {
-                if constexpr (widened) return static_cast<const C*>(wide_weight.data());
-                else return weight.data;
+                if constexpr (widened)
+                    return static_cast<const C*>(wide_weight.data());
+                else
+                    return weight.data;
             }();
             const P* beta = [&] {
-                if constexpr (widened) return static_cast<const C*>(wide_bias.data());
-                else return bias.data;
+                if constexpr (widened)
+                    return static_cast<const C*>(wide_bias.data());
+                else
+                    return bias.data;
             }();
             const layer_norm_method<T, decltype(has_weight)::value, decltype(has_bias)::value, P> method{
                 gamma, beta, static_cast<C>(options.eps), n, saved_mean, saved_rstd};
-            core::parallel_for(x.rows, options.threads,
-                               [&](index_type begin, index_type end) { core::normalize_rows(x, y, begin, end, from_memory, method); });
+            core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
+                core::normalize_rows(x, y, begin, end, from_memory, method);
+            });
         },
         !weight.empty(), !bias.empty(), streaming);
 }
 
 template <class T>
-void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_view<const T> weight, matrix_view<T> dx,
-                         vector_view<statistic_t<T>> weight_gradient, vector_view<statistic_t<T>> bias_gradient,
-                         vector_view<const statistic_t<T>> saved_mean, vector_view<const statistic_t<T>> saved_rstd,
-                         const layer_norm_options& options) {
+void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_view<const T> weight,
+                         matrix_view<T> dx, vector_view<statistic_t<T>> weight_gradient,
+                         vector_view<statistic_t<T>> bias_gradient, vector_view<const statistic_t<T>> saved_mean,
+                         vector_view<const statistic_t<T>> saved_rstd, const layer_norm_options& options) {
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
     using core::batch;
@@ -124,7 +132,8 @@ void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector
     core::require_data("input", x);
     core::require_same_shape("output_gradient", dy, "input", x);
     if (!dx.empty()) core::require_same_shape("input_gradient", dx, "input", x);
-    core::require(!saved_mean.empty() && !saved_rstd.empty(), "layer_norm_backward needs the mean and rstd saved by the forward");
+    core::require(!saved_mean.empty() && !saved_rstd.empty(),
+                  "layer_norm_backward needs the mean and rstd saved by the forward");
     core::require_per_row("mean", saved_mean, x.rows);
     core::require_per_row("rstd", saved_rstd, x.rows);
     core::require_parameter("weight", weight, x.cols);
@@ -137,43 +146,44 @@ void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector
     const index_type partial_width = (want_weight_gradient || want_bias_gradient) ? 2 * n : 0;
     const S* sums = core::with_flags(
         [&](auto has_weight, auto has_dx, auto has_parameter_gradients) {
-            return core::reduce_rows<S>(x.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
-                for (index_type row = begin; row < end; ++row) {
-                    const T* in = x.row(row);
-                    const T* upstream = dy.row(row);
-                    const C r = static_cast<C>(saved_rstd[row]);
-                    const batch<C> mean(static_cast<C>(saved_mean[row]));
-                    const auto g_at = [&](index_type i, index_type c) {
-                        auto g = core::load(upstream + i, c);
-                        if constexpr (has_weight) g *= core::load(weight.data + i, c);
-                        return g;
-                    };
-                    // Σg, Σg·d, Σd with d = x − μ_saved (zero-filled tails keep g = 0 there).
-                    const auto sums_of_row = core::sum_batches<3, C>(n, [&](index_type i, index_type c) {
-                        const auto d = core::keep_lanes(core::load(in + i, c) - mean, c);
-                        const auto g = g_at(i, c);
-                        return std::array<batch<C>, 3>{g, g * d, d};
-                    });
-                    // δ = mean(d) repairs the rounding of the saved mean; mean(g⊙x̂) = r·(Σg·d − δ·Σg)/n.
-                    const C shift = sums_of_row[2] / count;
-                    const C mean_g = sums_of_row[0] / count;
-                    const C mean_g_xhat = r * (sums_of_row[1] - shift * sums_of_row[0]) / count;
-                    const batch<C> shift_b(shift), r_b(r), mean_g_b(mean_g), mean_g_xhat_b(mean_g_xhat);
-                    T* out = has_dx ? dx.row(row) : nullptr;
-                    core::for_each_batch<C>(n, [&](index_type i, index_type c) {
-                        const auto xhat = ((core::load(in + i, c) - mean) - shift_b) * r_b;
-                        if constexpr (has_dx) {
+            return core::reduce_rows<S>(
+                x.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
+                    for (index_type row = begin; row < end; ++row) {
+                        const T* in = x.row(row);
+                        const T* upstream = dy.row(row);
+                        const C r = static_cast<C>(saved_rstd[row]);
+                        const batch<C> mean(static_cast<C>(saved_mean[row]));
+                        const auto g_at = [&](index_type i, index_type c) {
+                            auto g = core::load(upstream + i, c);
+                            if constexpr (has_weight) g *= core::load(weight.data + i, c);
+                            return g;
+                        };
+                        // Σg, Σg·d, Σd with d = x − μ_saved (zero-filled tails keep g = 0 there).
+                        const auto sums_of_row = core::sum_batches<3, C>(n, [&](index_type i, index_type c) {
+                            const auto d = core::keep_lanes(core::load(in + i, c) - mean, c);
                             const auto g = g_at(i, c);
-                            core::store(out + i, r_b * ((g - mean_g_b) - xhat * mean_g_xhat_b), c);
-                        }
-                        if constexpr (has_parameter_gradients) {
-                            const auto upstream_b = core::load(upstream + i, c);
-                            core::store(partial + i, core::load(partial + i, c) + upstream_b * xhat, c);
-                            core::store(partial + n + i, core::load(partial + n + i, c) + upstream_b, c);
-                        }
-                    });
-                }
-            });
+                            return std::array<batch<C>, 3>{g, g * d, d};
+                        });
+                        // δ = mean(d) repairs the rounding of the saved mean; mean(g⊙x̂) = r·(Σg·d − δ·Σg)/n.
+                        const C shift = sums_of_row[2] / count;
+                        const C mean_g = sums_of_row[0] / count;
+                        const C mean_g_xhat = r * (sums_of_row[1] - shift * sums_of_row[0]) / count;
+                        const batch<C> shift_b(shift), r_b(r), mean_g_b(mean_g), mean_g_xhat_b(mean_g_xhat);
+                        T* out = has_dx ? dx.row(row) : nullptr;
+                        core::for_each_batch<C>(n, [&](index_type i, index_type c) {
+                            const auto xhat = ((core::load(in + i, c) - mean) - shift_b) * r_b;
+                            if constexpr (has_dx) {
+                                const auto g = g_at(i, c);
+                                core::store(out + i, r_b * ((g - mean_g_b) - xhat * mean_g_xhat_b), c);
+                            }
+                            if constexpr (has_parameter_gradients) {
+                                const auto upstream_b = core::load(upstream + i, c);
+                                core::store(partial + i, core::load(partial + i, c) + upstream_b * xhat, c);
+                                core::store(partial + n + i, core::load(partial + n + i, c) + upstream_b, c);
+                            }
+                        });
+                    }
+                });
         },
         !weight.empty(), !dx.empty(), partial_width > 0);
 

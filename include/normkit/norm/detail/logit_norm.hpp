@@ -38,16 +38,17 @@ std::pair<core::compute_t<T>, core::compute_t<T>> row_extremes(const T* x, index
 }
 
 inline void require_labels(const vector_view<const index_type>& labels, index_type rows, index_type classes) {
-    core::require(labels.size == rows && (labels.data != nullptr || rows == 0), "labels has length ", labels.size, " but logits has ", rows,
-                  " rows");
+    core::require(labels.size == rows && (labels.data != nullptr || rows == 0), "labels has length ", labels.size,
+                  " but logits has ", rows, " rows");
     for (index_type i = 0; i < rows; ++i)
-        core::require(labels[i] >= 0 && labels[i] < classes, "labels[", i, "] = ", labels[i], " is not a class of logits with ", classes,
-                      " columns");
+        core::require(labels[i] >= 0 && labels[i] < classes, "labels[", i, "] = ", labels[i],
+                      " is not a class of logits with ", classes, " columns");
 }
 
 template <class T>
-statistic_t<T> logit_norm_loss(matrix_view<const T> logits, vector_view<const index_type> labels, matrix_view<T> gradient,
-                               vector_view<statistic_t<T>> losses, const logit_norm_options& options) {
+statistic_t<T> logit_norm_loss(matrix_view<const T> logits, vector_view<const index_type> labels,
+                               matrix_view<T> gradient, vector_view<statistic_t<T>> losses,
+                               const logit_norm_options& options) {
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
     using core::batch;
@@ -62,52 +63,54 @@ statistic_t<T> logit_norm_loss(matrix_view<const T> logits, vector_view<const in
     const C temperature = static_cast<C>(options.temperature), delta = static_cast<C>(options.delta);
     const C weight = C(1) / static_cast<C>(logits.rows);  // ∂L/∂ℓ_i of the mean
 
-    const S* total = core::reduce_rows<S>(logits.rows, 1, options.threads, [&](index_type begin, index_type end, S* partial) {
-        for (index_type row = begin; row < end; ++row) {
-            const T* in = logits.row(row);
-            const index_type label = labels[row];
-            const C norm = std::sqrt(core::row_sum_of_squares(in, n));
-            const C shifted_norm = norm + delta;
-            const C scale = C(1) / (temperature * shifted_norm);
-            // z − max z = (f − max f)·scale: exact for equal logits, whatever the compiler contracts.
-            const C largest = row_extremes(in, n).first;
-            const batch<C> scale_b(scale), largest_b(largest);
-            // Σ exp(z − max z) and Σ exp(z − max z)·f: the partition function and ⟨p, f⟩.
-            const auto sums = core::sum_batches<2, C>(n, [&](index_type i, index_type count) {
-                const auto value = core::load(in + i, count);
-                const auto e = core::keep_lanes(core::exp((value - largest_b) * scale_b), count);
-                return std::array<batch<C>, 2>{e, e * value};
-            });
-            const C label_logit = core::to_compute(in[label]);
-            const C log_sum = std::log(sums[0]);
-            const C loss = (largest - label_logit) * scale + log_sum;
-            if (!losses.empty()) losses[row] = loss;
-            partial[0] += loss;
-            if (gradient.empty()) continue;
-            // ⟨g, f⟩ with g = w·(p − e_y); the f-direction is removed once per row.
-            const C g_dot_f = weight * (sums[1] / sums[0] - label_logit);
-            const C along_f = norm > 0 ? g_dot_f / (shifted_norm * norm) : C(0);
-            const batch<C> weight_b(weight), along_f_b(along_f), log_sum_b(log_sum);
-            T* out = gradient.row(row);
-            core::for_each_batch<C>(n, [&](index_type i, index_type count) {
-                const auto value = core::load(in + i, count);
-                const auto p = core::exp((value - largest_b) * scale_b - log_sum_b);
-                core::store(out + i, scale_b * (weight_b * p - value * along_f_b), count);
-            });
-            const C p_label = std::exp((label_logit - largest) * scale - log_sum);
-            out[label] = core::from_compute<T>(scale * (weight * (p_label - C(1)) - label_logit * along_f));
-        }
-    });
+    const S* total =
+        core::reduce_rows<S>(logits.rows, 1, options.threads, [&](index_type begin, index_type end, S* partial) {
+            for (index_type row = begin; row < end; ++row) {
+                const T* in = logits.row(row);
+                const index_type label = labels[row];
+                const C norm = std::sqrt(core::row_sum_of_squares(in, n));
+                const C shifted_norm = norm + delta;
+                const C scale = C(1) / (temperature * shifted_norm);
+                // z − max z = (f − max f)·scale: exact for equal logits, whatever the compiler contracts.
+                const C largest = row_extremes(in, n).first;
+                const batch<C> scale_b(scale), largest_b(largest);
+                // Σ exp(z − max z) and Σ exp(z − max z)·f: the partition function and ⟨p, f⟩.
+                const auto sums = core::sum_batches<2, C>(n, [&](index_type i, index_type count) {
+                    const auto value = core::load(in + i, count);
+                    const auto e = core::keep_lanes(core::exp((value - largest_b) * scale_b), count);
+                    return std::array<batch<C>, 2>{e, e * value};
+                });
+                const C label_logit = core::to_compute(in[label]);
+                const C log_sum = std::log(sums[0]);
+                const C loss = (largest - label_logit) * scale + log_sum;
+                if (!losses.empty()) losses[row] = loss;
+                partial[0] += loss;
+                if (gradient.empty()) continue;
+                // ⟨g, f⟩ with g = w·(p − e_y); the f-direction is removed once per row.
+                const C g_dot_f = weight * (sums[1] / sums[0] - label_logit);
+                const C along_f = norm > 0 ? g_dot_f / (shifted_norm * norm) : C(0);
+                const batch<C> weight_b(weight), along_f_b(along_f), log_sum_b(log_sum);
+                T* out = gradient.row(row);
+                core::for_each_batch<C>(n, [&](index_type i, index_type count) {
+                    const auto value = core::load(in + i, count);
+                    const auto p = core::exp((value - largest_b) * scale_b - log_sum_b);
+                    core::store(out + i, scale_b * (weight_b * p - value * along_f_b), count);
+                });
+                const C p_label = std::exp((label_logit - largest) * scale - log_sum);
+                out[label] = core::from_compute<T>(scale * (weight * (p_label - C(1)) - label_logit * along_f));
+            }
+        });
     return total[0] / static_cast<S>(logits.rows);
 }
 
 template <class T>
-void selective_classification_score(matrix_view<const T> logits, vector_view<statistic_t<T>> scores, double p, int threads) {
+void selective_classification_score(matrix_view<const T> logits, vector_view<statistic_t<T>> scores, double p,
+                                    int threads) {
     using C = core::compute_t<T>;
     using core::batch;
     core::require_data("logits", logits);
-    core::require(scores.size == logits.rows && (scores.data != nullptr || logits.rows == 0), "scores has length ", scores.size,
-                  " but logits has ", logits.rows, " rows");
+    core::require(scores.size == logits.rows && (scores.data != nullptr || logits.rows == 0), "scores has length ",
+                  scores.size, " but logits has ", logits.rows, " rows");
     core::require(p > 0, "p must be positive (or infinity), got ", p);
     const index_type n = logits.cols;
     const bool infinite = std::isinf(p);
@@ -132,9 +135,12 @@ void selective_classification_score(matrix_view<const T> logits, vector_view<sta
                 const C sum = core::sum_batches<1, C>(n, [&](index_type i, index_type count) {
                     const auto a = xsimd::abs(core::load(in + i, count) - mean_b) * inverse;
                     batch<C> term;
-                    if (order == C(1)) term = a;
-                    else if (order == C(2)) term = a * a;
-                    else term = core::pow(a, order_b);
+                    if (order == C(1))
+                        term = a;
+                    else if (order == C(2))
+                        term = a * a;
+                    else
+                        term = core::pow(a, order_b);
                     return std::array<batch<C>, 1>{core::keep_lanes(term, count)};
                 })[0];
                 relative_norm = order == C(1) ? sum : (order == C(2) ? std::sqrt(sum) : std::pow(sum, C(1) / order));
@@ -146,7 +152,8 @@ void selective_classification_score(matrix_view<const T> logits, vector_view<sta
 
 template <class Score, class Loss>
 double area_under_risk_coverage(vector_view<const Score> scores, vector_view<const Loss> losses) {
-    core::require(scores.size == losses.size, "losses has length ", losses.size, " but scores has length ", scores.size);
+    core::require(scores.size == losses.size, "losses has length ", losses.size, " but scores has length ",
+                  scores.size);
     const index_type count = scores.size;
     for (index_type i = 0; i < count; ++i)
         core::require(!std::isnan(static_cast<double>(scores[i])), "scores[", i, "] is NaN");
@@ -164,7 +171,8 @@ double area_under_risk_coverage(vector_view<const Score> scores, vector_view<con
             group_loss += static_cast<double>(losses[order[last++]]);
         const long double size = static_cast<long double>(last - first);
         for (index_type j = 1; j <= last - first; ++j)
-            area += (accepted_loss + group_loss * static_cast<long double>(j) / size) / static_cast<long double>(first + j);
+            area +=
+                (accepted_loss + group_loss * static_cast<long double>(j) / size) / static_cast<long double>(first + j);
         accepted_loss += group_loss;
         first = last;
     }
@@ -174,7 +182,8 @@ double area_under_risk_coverage(vector_view<const Score> scores, vector_view<con
 // The implementation of select_norm_order: the 0/1 errors of argmax z (first maximum on ties),
 // then every candidate's AURC.
 template <class T>
-norm_order_selection select_norm_order(matrix_view<const T> z, vector_view<const index_type> labels, const select_norm_order_options& options) {
+norm_order_selection select_norm_order(matrix_view<const T> z, vector_view<const index_type> labels,
+                                       const select_norm_order_options& options) {
     using S = statistic_t<T>;
     const std::vector<double>& candidates = options.candidates;
     core::require_data("validation_logits", z);

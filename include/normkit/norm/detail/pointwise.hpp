@@ -14,8 +14,8 @@
 namespace normkit::norm::detail {
 
 template <class T>
-void require_pointwise_forward(const matrix_view<const T>& x, const vector_view<const T>& weight, const vector_view<const T>& bias,
-                               const matrix_view<T>& y) {
+void require_pointwise_forward(const matrix_view<const T>& x, const vector_view<const T>& weight,
+                               const vector_view<const T>& bias, const matrix_view<T>& y) {
     core::require_data("input", x);
     core::require_data("output", y);
     core::require_same_shape("output", y, "input", x);
@@ -24,8 +24,9 @@ void require_pointwise_forward(const matrix_view<const T>& x, const vector_view<
 }
 
 template <class T>
-void require_pointwise_backward(const matrix_view<const T>& dy, const matrix_view<const T>& x, const vector_view<const T>& weight,
-                                const matrix_view<T>& dx, const vector_view<statistic_t<T>>& weight_gradient,
+void require_pointwise_backward(const matrix_view<const T>& dy, const matrix_view<const T>& x,
+                                const vector_view<const T>& weight, const matrix_view<T>& dx,
+                                const vector_view<statistic_t<T>>& weight_gradient,
                                 const vector_view<statistic_t<T>>& bias_gradient) {
     core::require_data("output_gradient", dy);
     core::require_data("input", x);
@@ -55,15 +56,20 @@ void pointwise_forward(matrix_view<const T> x, vector_view<const T> weight, vect
                     const auto value = function(core::load(in + i, count));
                     if constexpr (has_weight && has_bias)
                         return xsimd::fma(value, core::load(weight.data + i, count), core::load(bias.data + i, count));
-                    else if constexpr (has_weight) return value * core::load(weight.data + i, count);
-                    else if constexpr (has_bias) return value + core::load(bias.data + i, count);
-                    else return value;
+                    else if constexpr (has_weight)
+                        return value * core::load(weight.data + i, count);
+                    else if constexpr (has_bias)
+                        return value + core::load(bias.data + i, count);
+                    else
+                        return value;
                 };
                 // Two rows at a time, read and written side by side (core::for_row_pairs).
                 core::for_row_pairs(begin, end, [&](index_type row, index_type other, index_type, index_type) {
                     const T* in = x.row(row);
                     const T* other_in = x.row(other);
-                    const auto value = [&](int which, index_type i, index_type count) { return row_value(which == 0 ? in : other_in, i, count); };
+                    const auto value = [&](int which, index_type i, index_type count) {
+                        return row_value(which == 0 ? in : other_in, i, count);
+                    };
                     core::write_two_rows(y.row(row), y.row(other), x.cols, streaming, value);
                 });
                 if (streaming) core::stream_fence();

@@ -20,8 +20,8 @@ void for_query_key_rows(index_type query_rows, index_type key_rows, int threads,
 }
 
 template <class T>
-void qk_l2_norm_forward(matrix_view<const T> q, matrix_view<const T> k, double gain, matrix_view<T> q_out, matrix_view<T> k_out,
-                        const l2_norm_options& options) {
+void qk_l2_norm_forward(matrix_view<const T> q, matrix_view<const T> k, double gain, matrix_view<T> q_out,
+                        matrix_view<T> k_out, const l2_norm_options& options) {
     using C = core::compute_t<T>;
     core::require_data("query", q);
     core::require_data("key", k);
@@ -35,13 +35,15 @@ void qk_l2_norm_forward(matrix_view<const T> q, matrix_view<const T> k, double g
     if (q.cols == 0) return;
     const C eps = static_cast<C>(options.eps);
     for_query_key_rows(
-        q.rows, k.rows, options.threads, [&](index_type begin, index_type end) { l2_norm_rows<T>(q, q_out, static_cast<C>(gain), eps, begin, end); },
+        q.rows, k.rows, options.threads,
+        [&](index_type begin, index_type end) { l2_norm_rows<T>(q, q_out, static_cast<C>(gain), eps, begin, end); },
         [&](index_type begin, index_type end) { l2_norm_rows<T>(k, k_out, C(1), eps, begin, end); });
 }
 
 template <class T>
-statistic_t<T> qk_l2_norm_backward(matrix_view<const T> dq_out, matrix_view<const T> dk_out, matrix_view<const T> q, matrix_view<const T> k,
-                                   double gain, matrix_view<T> dq, matrix_view<T> dk, const l2_norm_options& options) {
+statistic_t<T> qk_l2_norm_backward(matrix_view<const T> dq_out, matrix_view<const T> dk_out, matrix_view<const T> q,
+                                   matrix_view<const T> k, double gain, matrix_view<T> dq, matrix_view<T> dk,
+                                   const l2_norm_options& options) {
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
     core::require_data("query_output_gradient", dq_out);
@@ -60,8 +62,11 @@ statistic_t<T> qk_l2_norm_backward(matrix_view<const T> dq_out, matrix_view<cons
     const C eps = static_cast<C>(options.eps);
     // One fixed partition over q's rows then k's: only q's rows add to dg.
     const S* total = core::reduce_rows<S>(rows, 1, options.threads, [&](index_type begin, index_type end, S* partial) {
-        if (begin < q.rows) partial[0] += l2_norm_backward_rows<T>(dq_out, q, static_cast<C>(gain), eps, dq, begin, std::min(end, q.rows));
-        if (end > q.rows) l2_norm_backward_rows<T>(dk_out, k, C(1), eps, dk, std::max(begin, q.rows) - q.rows, end - q.rows);
+        if (begin < q.rows)
+            partial[0] +=
+                l2_norm_backward_rows<T>(dq_out, q, static_cast<C>(gain), eps, dq, begin, std::min(end, q.rows));
+        if (end > q.rows)
+            l2_norm_backward_rows<T>(dk_out, k, C(1), eps, dk, std::max(begin, q.rows) - q.rows, end - q.rows);
     });
     return total[0];
 }
@@ -72,17 +77,20 @@ statistic_t<T> qk_l2_norm_backward(matrix_view<const T> dq_out, matrix_view<cons
 template <class T>
 matrix_view<T> token_rows(matrix_view<T> x, index_type width, const char* name) {
     if (x.cols == width || x.rows == 0) return x;
-    core::require(x.cols > 0 && width % x.cols == 0, name, " has rows of ", x.cols, " that do not tile the weight's width ", width);
+    core::require(x.cols > 0 && width % x.cols == 0, name, " has rows of ", x.cols,
+                  " that do not tile the weight's width ", width);
     const index_type heads = width / x.cols;
-    core::require(x.rows % heads == 0, name, " has ", x.rows, " rows of ", x.cols, ", not a whole number of tokens of ", heads, " heads");
-    core::require(x.contiguous(), name, " must be contiguous (row stride ", x.row_stride, ", rows of ", x.cols, ") to be read ", heads,
-                  " heads at a time");
+    core::require(x.rows % heads == 0, name, " has ", x.rows, " rows of ", x.cols, ", not a whole number of tokens of ",
+                  heads, " heads");
+    core::require(x.contiguous(), name, " must be contiguous (row stride ", x.row_stride, ", rows of ", x.cols,
+                  ") to be read ", heads, " heads at a time");
     return {x.data, x.rows / heads, width, width};
 }
 
 template <class T>
-void qk_rms_norm_forward(matrix_view<const T> q, matrix_view<const T> k, vector_view<const T> q_weight, vector_view<const T> k_weight,
-                         matrix_view<T> q_out, matrix_view<T> k_out, vector_view<statistic_t<T>> q_rstd, vector_view<statistic_t<T>> k_rstd,
+void qk_rms_norm_forward(matrix_view<const T> q, matrix_view<const T> k, vector_view<const T> q_weight,
+                         vector_view<const T> k_weight, matrix_view<T> q_out, matrix_view<T> k_out,
+                         vector_view<statistic_t<T>> q_rstd, vector_view<statistic_t<T>> k_rstd,
                          const rms_norm_options& options) {
     core::require_same_shape("query_output", q_out, "query", q);
     core::require_same_shape("key_output", k_out, "key", k);
@@ -95,10 +103,11 @@ void qk_rms_norm_forward(matrix_view<const T> q, matrix_view<const T> k, vector_
 }
 
 template <class T>
-void qk_rms_norm_backward(matrix_view<const T> dq_out, matrix_view<const T> dk_out, matrix_view<const T> q, matrix_view<const T> k,
-                          vector_view<const T> q_weight, vector_view<const T> k_weight, matrix_view<T> dq, matrix_view<T> dk,
-                          vector_view<statistic_t<T>> dq_weight, vector_view<statistic_t<T>> dk_weight,
-                          vector_view<const statistic_t<T>> q_rstd, vector_view<const statistic_t<T>> k_rstd, const rms_norm_options& options) {
+void qk_rms_norm_backward(matrix_view<const T> dq_out, matrix_view<const T> dk_out, matrix_view<const T> q,
+                          matrix_view<const T> k, vector_view<const T> q_weight, vector_view<const T> k_weight,
+                          matrix_view<T> dq, matrix_view<T> dk, vector_view<statistic_t<T>> dq_weight,
+                          vector_view<statistic_t<T>> dk_weight, vector_view<const statistic_t<T>> q_rstd,
+                          vector_view<const statistic_t<T>> k_rstd, const rms_norm_options& options) {
     core::require_same_shape("query_output_gradient", dq_out, "query", q);
     core::require_same_shape("key_output_gradient", dk_out, "key", k);
     core::require(!q_rstd.empty(), "qk_rms_norm_backward needs the query_rstd saved by the forward");
@@ -120,33 +129,38 @@ void qk_rms_norm_backward(matrix_view<const T> dq_out, matrix_view<const T> dk_o
 template <class T>
 void qk_full_width_rms_norm_forward(matrix_view<const T> q, matrix_view<const T> k, vector_view<const T> q_weight,
                                     vector_view<const T> k_weight, matrix_view<T> q_out, matrix_view<T> k_out,
-                                    vector_view<statistic_t<T>> q_rstd, vector_view<statistic_t<T>> k_rstd, const rms_norm_options& options) {
-    core::require(!q_weight.empty() && !k_weight.empty(),
-                  "qk_full_width_rms_norm_forward needs query_weight and key_weight (their lengths are the normalized widths)");
+                                    vector_view<statistic_t<T>> q_rstd, vector_view<statistic_t<T>> k_rstd,
+                                    const rms_norm_options& options) {
+    core::require(
+        !q_weight.empty() && !k_weight.empty(),
+        "qk_full_width_rms_norm_forward needs query_weight and key_weight (their lengths are the normalized widths)");
     core::require_same_shape("query_output", q_out, "query", q);
     core::require_same_shape("key_output", k_out, "key", k);
-    qk_rms_norm_forward<T>(token_rows(q, q_weight.size, "query"), token_rows(k, k_weight.size, "key"), q_weight, k_weight,
-                           token_rows(q_out, q_weight.size, "query_output"), token_rows(k_out, k_weight.size, "key_output"), q_rstd, k_rstd,
-                           options);
+    qk_rms_norm_forward<T>(token_rows(q, q_weight.size, "query"), token_rows(k, k_weight.size, "key"), q_weight,
+                           k_weight, token_rows(q_out, q_weight.size, "query_output"),
+                           token_rows(k_out, k_weight.size, "key_output"), q_rstd, k_rstd, options);
 }
 
 template <class T>
-void qk_full_width_rms_norm_backward(matrix_view<const T> dq_out, matrix_view<const T> dk_out, matrix_view<const T> q, matrix_view<const T> k,
-                                     vector_view<const T> q_weight, vector_view<const T> k_weight, matrix_view<T> dq, matrix_view<T> dk,
+void qk_full_width_rms_norm_backward(matrix_view<const T> dq_out, matrix_view<const T> dk_out, matrix_view<const T> q,
+                                     matrix_view<const T> k, vector_view<const T> q_weight,
+                                     vector_view<const T> k_weight, matrix_view<T> dq, matrix_view<T> dk,
                                      vector_view<statistic_t<T>> dq_weight, vector_view<statistic_t<T>> dk_weight,
                                      vector_view<const statistic_t<T>> q_rstd, vector_view<const statistic_t<T>> k_rstd,
                                      const rms_norm_options& options) {
-    core::require(!q_weight.empty() && !k_weight.empty(),
-                  "qk_full_width_rms_norm_backward needs query_weight and key_weight (their lengths are the normalized widths)");
+    core::require(
+        !q_weight.empty() && !k_weight.empty(),
+        "qk_full_width_rms_norm_backward needs query_weight and key_weight (their lengths are the normalized widths)");
     core::require_same_shape("query_output_gradient", dq_out, "query", q);
     core::require_same_shape("key_output_gradient", dk_out, "key", k);
     if (!dq.empty()) core::require_same_shape("query_gradient", dq, "query", q);
     if (!dk.empty()) core::require_same_shape("key_gradient", dk, "key", k);
     const auto wq = q_weight.size, wk = k_weight.size;
-    qk_rms_norm_backward<T>(token_rows(dq_out, wq, "query_output_gradient"), token_rows(dk_out, wk, "key_output_gradient"),
-                            token_rows(q, wq, "query"), token_rows(k, wk, "key"), q_weight, k_weight,
-                            dq.empty() ? dq : token_rows(dq, wq, "query_gradient"), dk.empty() ? dk : token_rows(dk, wk, "key_gradient"),
-                            dq_weight, dk_weight, q_rstd, k_rstd, options);
+    qk_rms_norm_backward<T>(
+        token_rows(dq_out, wq, "query_output_gradient"), token_rows(dk_out, wk, "key_output_gradient"),
+        token_rows(q, wq, "query"), token_rows(k, wk, "key"), q_weight, k_weight,
+        dq.empty() ? dq : token_rows(dq, wq, "query_gradient"), dk.empty() ? dk : token_rows(dk, wk, "key_gradient"),
+        dq_weight, dk_weight, q_rstd, k_rstd, options);
 }
 
 }  // namespace normkit::norm::detail

@@ -36,7 +36,8 @@ struct rms_norm_method {
         return affine(r);
     }
     auto pair_step(const T* first, const T* second) const { return core::two_rows_squares_step(first, second); }
-    std::array<affine, 2> pair(index_type row, index_type other, const T*, const T*, const std::array<C, 2>& sums) const {
+    std::array<affine, 2> pair(index_type row, index_type other, const T*, const T*,
+                               const std::array<C, 2>& sums) const {
         const C r = rstd_of(sums[0]), other_r = rstd_of(sums[1]);
         if (!saved_rstd.empty()) {
             saved_rstd[row] = r;
@@ -61,13 +62,15 @@ core::streamed_parameter<core::compute_t<T>> effective_rms_weight(vector_view<co
     const index_type n = y.cols;
     core::streamed_parameter<C> effective_weight(n, y.row(0));
     C* formed = effective_weight.data();
-    core::for_each_batch<C>(n, [&](index_type i, index_type count) { core::store(formed + i, core::load(weight.data + i, count) + one, count); });
+    core::for_each_batch<C>(n, [&](index_type i, index_type count) {
+        core::store(formed + i, core::load(weight.data + i, count) + one, count);
+    });
     return effective_weight;
 }
 
 template <class T>
-void rms_norm_forward(matrix_view<const T> x, vector_view<const T> weight, matrix_view<T> y, vector_view<statistic_t<T>> saved_rstd,
-                      const rms_norm_options& options) {
+void rms_norm_forward(matrix_view<const T> x, vector_view<const T> weight, matrix_view<T> y,
+                      vector_view<statistic_t<T>> saved_rstd, const rms_norm_options& options) {
     using C = core::compute_t<T>;
     core::require_data("input", x);
     core::require_data("output", y);
@@ -86,10 +89,11 @@ void rms_norm_forward(matrix_view<const T> x, vector_view<const T> weight, matri
     if (streaming && !weight.empty()) effective_weight = effective_rms_weight(weight, y, one);
     core::with_flags(
         [&](auto has_weight, auto llama, auto from_memory) {
-            const rms_norm_method<T, decltype(has_weight)::value, decltype(llama)::value, decltype(from_memory)::value> method{weight.data, effective_weight.data(), one,
-                                                                           static_cast<C>(options.eps), n, saved_rstd};
-            core::parallel_for(x.rows, options.threads,
-                               [&](index_type begin, index_type end) { core::normalize_rows(x, y, begin, end, from_memory, method); });
+            const rms_norm_method<T, decltype(has_weight)::value, decltype(llama)::value, decltype(from_memory)::value>
+                method{weight.data, effective_weight.data(), one, static_cast<C>(options.eps), n, saved_rstd};
+            core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
+                core::normalize_rows(x, y, begin, end, from_memory, method);
+            });
         },
         !weight.empty(), round_normalized, streaming);
 }
@@ -116,38 +120,41 @@ void rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_v
 
     const S* sums = core::with_flags(
         [&](auto has_weight, auto has_dx, auto has_weight_gradient) {
-            return core::reduce_rows<S>(x.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
-                for (index_type row = begin; row < end; ++row) {
-                    const T* in = x.row(row);
-                    const T* upstream = dy.row(row);
-                    const C r = static_cast<C>(saved_rstd[row]);
-                    const auto g_at = [&](index_type i, index_type c) {
-                        auto g = core::load(upstream + i, c);
-                        if constexpr (has_weight) g *= core::load(weight.data + i, c) + one;
-                        return g;
-                    };
-                    const batch<C> r_b(r);
-                    if constexpr (has_dx) {
-                        // mean(g⊙x̂) = r·Σg·x/n; the row is in cache for the second sweep.
-                        const C sum_gx = core::sum_batches<1, C>(n, [&](index_type i, index_type c) {
-                            return std::array<batch<C>, 1>{g_at(i, c) * core::load(in + i, c)};
-                        })[0];
-                        const batch<C> mean_g_xhat(r * sum_gx / count);
-                        T* out = dx.row(row);
-                        core::for_each_batch<C>(n, [&](index_type i, index_type c) {
-                            const auto xhat = core::load(in + i, c) * r_b;
-                            core::store(out + i, r_b * (g_at(i, c) - xhat * mean_g_xhat), c);
-                            if constexpr (has_weight_gradient)
-                                core::store(partial + i, core::load(partial + i, c) + core::load(upstream + i, c) * xhat, c);
-                        });
-                    } else if constexpr (has_weight_gradient) {
-                        core::for_each_batch<C>(n, [&](index_type i, index_type c) {
-                            const auto xhat = core::load(in + i, c) * r_b;
-                            core::store(partial + i, core::load(partial + i, c) + core::load(upstream + i, c) * xhat, c);
-                        });
+            return core::reduce_rows<S>(
+                x.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
+                    for (index_type row = begin; row < end; ++row) {
+                        const T* in = x.row(row);
+                        const T* upstream = dy.row(row);
+                        const C r = static_cast<C>(saved_rstd[row]);
+                        const auto g_at = [&](index_type i, index_type c) {
+                            auto g = core::load(upstream + i, c);
+                            if constexpr (has_weight) g *= core::load(weight.data + i, c) + one;
+                            return g;
+                        };
+                        const batch<C> r_b(r);
+                        if constexpr (has_dx) {
+                            // mean(g⊙x̂) = r·Σg·x/n; the row is in cache for the second sweep.
+                            const C sum_gx = core::sum_batches<1, C>(n, [&](index_type i, index_type c) {
+                                return std::array<batch<C>, 1>{g_at(i, c) * core::load(in + i, c)};
+                            })[0];
+                            const batch<C> mean_g_xhat(r * sum_gx / count);
+                            T* out = dx.row(row);
+                            core::for_each_batch<C>(n, [&](index_type i, index_type c) {
+                                const auto xhat = core::load(in + i, c) * r_b;
+                                core::store(out + i, r_b * (g_at(i, c) - xhat * mean_g_xhat), c);
+                                if constexpr (has_weight_gradient)
+                                    core::store(partial + i,
+                                                core::load(partial + i, c) + core::load(upstream + i, c) * xhat, c);
+                            });
+                        } else if constexpr (has_weight_gradient) {
+                            core::for_each_batch<C>(n, [&](index_type i, index_type c) {
+                                const auto xhat = core::load(in + i, c) * r_b;
+                                core::store(partial + i,
+                                            core::load(partial + i, c) + core::load(upstream + i, c) * xhat, c);
+                            });
+                        }
                     }
-                }
-            });
+                });
         },
         !weight.empty(), !dx.empty(), partial_width > 0);
 

@@ -19,17 +19,21 @@ struct seed_norm_scratch_tag;
 template <class T>
 void require_seed_norm_parameters(index_type cols, const vector_view<const T>& alpha, const vector_view<const T>& beta,
                                   const vector_view<const T>& gamma, const seed_norm_options& options) {
-    core::require(!alpha.empty() && alpha.size == cols, "alpha has length ", alpha.size, " but the normalized dimension is ", cols);
-    core::require(!beta.empty() && beta.size == cols, "beta has length ", beta.size, " but the normalized dimension is ", cols);
-    core::require(!gamma.empty() && gamma.size == cols, "gamma has length ", gamma.size, " but the normalized dimension is ", cols);
+    core::require(!alpha.empty() && alpha.size == cols, "alpha has length ", alpha.size,
+                  " but the normalized dimension is ", cols);
+    core::require(!beta.empty() && beta.size == cols, "beta has length ", beta.size,
+                  " but the normalized dimension is ", cols);
+    core::require(!gamma.empty() && gamma.size == cols, "gamma has length ", gamma.size,
+                  " but the normalized dimension is ", cols);
     core::require_eps(options.eps);
-    core::require(options.heads >= 1 && cols % options.heads == 0, "heads (", options.heads, ") must be positive and divide the normalized dimension ",
-                  cols);
+    core::require(options.heads >= 1 && cols % options.heads == 0, "heads (", options.heads,
+                  ") must be positive and divide the normalized dimension ", cols);
 }
 
 template <class T>
-void seed_norm_forward(matrix_view<const T> x, vector_view<const T> alpha, vector_view<const T> beta, vector_view<const T> gamma,
-                       matrix_view<T> y, vector_view<statistic_t<T>> saved_rstd, const seed_norm_options& options) {
+void seed_norm_forward(matrix_view<const T> x, vector_view<const T> alpha, vector_view<const T> beta,
+                       vector_view<const T> gamma, matrix_view<T> y, vector_view<statistic_t<T>> saved_rstd,
+                       const seed_norm_options& options) {
     using C = core::compute_t<T>;
     using core::batch;
     core::require_data("input", x);
@@ -66,8 +70,8 @@ void seed_norm_forward(matrix_view<const T> x, vector_view<const T> alpha, vecto
 // Σ dy⊙α⊙x; returns Σ q⊙x over the row (for mean(q⊙x̂)).
 template <class T>
 core::compute_t<T> seed_norm_row_sums(const T* in, const T* upstream, core::compute_t<T> r, vector_view<const T> alpha,
-                                      vector_view<const T> beta, vector_view<const T> gamma, index_type heads, index_type d,
-                                      core::compute_t<T>* seeds, core::compute_t<T>* couplings) {
+                                      vector_view<const T> beta, vector_view<const T> gamma, index_type heads,
+                                      index_type d, core::compute_t<T>* seeds, core::compute_t<T>* couplings) {
     using C = core::compute_t<T>;
     using core::batch;
     C sum_q_x = 0;
@@ -89,9 +93,10 @@ core::compute_t<T> seed_norm_row_sums(const T* in, const T* upstream, core::comp
 }
 
 template <class T>
-void require_seed_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_view<const T> alpha, vector_view<const T> beta,
-                                vector_view<const T> gamma, matrix_view<T> dx, vector_view<statistic_t<T>> alpha_gradient,
-                                vector_view<statistic_t<T>> beta_gradient, vector_view<statistic_t<T>> gamma_gradient,
+void require_seed_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_view<const T> alpha,
+                                vector_view<const T> beta, vector_view<const T> gamma, matrix_view<T> dx,
+                                vector_view<statistic_t<T>> alpha_gradient, vector_view<statistic_t<T>> beta_gradient,
+                                vector_view<statistic_t<T>> gamma_gradient,
                                 vector_view<const statistic_t<T>> saved_rstd, const seed_norm_options& options) {
     core::require_data("output_gradient", dy);
     core::require_data("input", x);
@@ -108,14 +113,16 @@ void require_seed_norm_backward(matrix_view<const T> dy, matrix_view<const T> x,
 }
 
 template <class T>
-void seed_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_view<const T> alpha, vector_view<const T> beta,
-                        vector_view<const T> gamma, matrix_view<T> dx, vector_view<statistic_t<T>> alpha_gradient,
-                        vector_view<statistic_t<T>> beta_gradient, vector_view<statistic_t<T>> gamma_gradient,
-                        vector_view<const statistic_t<T>> saved_rstd, const seed_norm_options& options) {
+void seed_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_view<const T> alpha,
+                        vector_view<const T> beta, vector_view<const T> gamma, matrix_view<T> dx,
+                        vector_view<statistic_t<T>> alpha_gradient, vector_view<statistic_t<T>> beta_gradient,
+                        vector_view<statistic_t<T>> gamma_gradient, vector_view<const statistic_t<T>> saved_rstd,
+                        const seed_norm_options& options) {
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
     using core::batch;
-    require_seed_norm_backward(dy, x, alpha, beta, gamma, dx, alpha_gradient, beta_gradient, gamma_gradient, saved_rstd, options);
+    require_seed_norm_backward(dy, x, alpha, beta, gamma, dx, alpha_gradient, beta_gradient, gamma_gradient, saved_rstd,
+                               options);
     const bool parameter_gradients = !alpha_gradient.empty();
     const index_type n = x.cols;
     if (n == 0) return;
@@ -126,41 +133,46 @@ void seed_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_
 
     const S* sums = core::with_flags(
         [&](auto has_dx, auto has_parameter_gradients) {
-            return core::reduce_rows<S>(x.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
-                C* seeds = core::workspace<C, seed_norm_scratch_tag>(static_cast<std::size_t>(2 * heads));
-                C* couplings = seeds + heads;
-                for (index_type row = begin; row < end; ++row) {
-                    const T* in = x.row(row);
-                    const T* upstream = dy.row(row);
-                    T* out = has_dx ? dx.row(row) : nullptr;
-                    const C r = static_cast<C>(saved_rstd[row]);
-                    const C sum_q_x = seed_norm_row_sums(in, upstream, r, alpha, beta, gamma, heads, d, seeds, couplings);
-                    const batch<C> r_b(r), mean_q_xhat(r * sum_q_x / count_n);
-                    // Sweep 2: dx and the parameter-gradient partials.
-                    for (index_type head = 0; head < heads; ++head) {
-                        const index_type first = head * d;
-                        const batch<C> sigma_b(seeds[head]), coupling_b(couplings[head]);
-                        core::for_each_batch<C>(d, [&](index_type i, index_type c) {
-                            const index_type j = first + i;
-                            const auto value = core::load(in + j, c);
-                            const auto g = core::load(upstream + j, c);
-                            const auto xhat = value * r_b;
-                            const auto q = (core::load(alpha.data + j, c) * sigma_b + core::load(gamma.data + j, c)) * g;
-                            if constexpr (has_dx)
-                                core::store(out + j, r_b * (q - xhat * mean_q_xhat) + coupling_b * core::load(beta.data + j, c), c);
-                            if constexpr (has_parameter_gradients) {
-                                const auto g_xhat = g * xhat;
-                                S* da = partial + j;
-                                S* db = partial + n + j;
-                                S* dg = partial + 2 * n + j;
-                                core::store(da, core::load(da, c) + g_xhat * sigma_b, c);
-                                core::store(db, core::load(db, c) + coupling_b * value, c);
-                                core::store(dg, core::load(dg, c) + g_xhat, c);
-                            }
-                        });
+            return core::reduce_rows<S>(
+                x.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
+                    C* seeds = core::workspace<C, seed_norm_scratch_tag>(static_cast<std::size_t>(2 * heads));
+                    C* couplings = seeds + heads;
+                    for (index_type row = begin; row < end; ++row) {
+                        const T* in = x.row(row);
+                        const T* upstream = dy.row(row);
+                        T* out = has_dx ? dx.row(row) : nullptr;
+                        const C r = static_cast<C>(saved_rstd[row]);
+                        const C sum_q_x =
+                            seed_norm_row_sums(in, upstream, r, alpha, beta, gamma, heads, d, seeds, couplings);
+                        const batch<C> r_b(r), mean_q_xhat(r * sum_q_x / count_n);
+                        // Sweep 2: dx and the parameter-gradient partials.
+                        for (index_type head = 0; head < heads; ++head) {
+                            const index_type first = head * d;
+                            const batch<C> sigma_b(seeds[head]), coupling_b(couplings[head]);
+                            core::for_each_batch<C>(d, [&](index_type i, index_type c) {
+                                const index_type j = first + i;
+                                const auto value = core::load(in + j, c);
+                                const auto g = core::load(upstream + j, c);
+                                const auto xhat = value * r_b;
+                                const auto q =
+                                    (core::load(alpha.data + j, c) * sigma_b + core::load(gamma.data + j, c)) * g;
+                                if constexpr (has_dx)
+                                    core::store(
+                                        out + j,
+                                        r_b * (q - xhat * mean_q_xhat) + coupling_b * core::load(beta.data + j, c), c);
+                                if constexpr (has_parameter_gradients) {
+                                    const auto g_xhat = g * xhat;
+                                    S* da = partial + j;
+                                    S* db = partial + n + j;
+                                    S* dg = partial + 2 * n + j;
+                                    core::store(da, core::load(da, c) + g_xhat * sigma_b, c);
+                                    core::store(db, core::load(db, c) + coupling_b * value, c);
+                                    core::store(dg, core::load(dg, c) + g_xhat, c);
+                                }
+                            });
+                        }
                     }
-                }
-            });
+                });
         },
         !dx.empty(), parameter_gradients);
 
