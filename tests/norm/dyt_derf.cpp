@@ -12,6 +12,14 @@ using namespace normkit::testing;
 
 namespace {
 
+// Options of type O that differ from the defaults in their thread count only.
+template <class O>
+O on_threads(int threads) {
+    O options;
+    options.threads = threads;
+    return options;
+}
+
 enum class method { dyt, derf };
 
 const char* method_name(method m) { return m == method::dyt ? "dyt" : "derf"; }
@@ -27,16 +35,19 @@ struct pointwise {
         const vector_view<const T> w = weight.empty() ? vector_view<const T>{} : vector_view<const T>(weight);
         const vector_view<const T> b = bias.empty() ? vector_view<const T>{} : vector_view<const T>(bias);
         if (kind == method::dyt)
-            norm::dyt_forward(x, alpha, w, b, y, {threads});
+            norm::dyt_forward(x, alpha, w, b, y, on_threads<norm::dyt_options>(threads));
         else
-            norm::derf_forward(x, alpha, shift, w, b, y, {threads});
+            norm::derf_forward(x, alpha, shift, w, b, y, on_threads<norm::derf_options>(threads));
     }
     std::pair<double, double> backward(matrix_view<const T> dy, matrix_view<const T> x, const std::vector<T>& weight,
                                        matrix_view<T> dx, statistics_t<matrix_view<T>> dweight,
                                        statistics_t<matrix_view<T>> dbias, int threads = 1) const {
         const vector_view<const T> w = weight.empty() ? vector_view<const T>{} : vector_view<const T>(weight);
-        if (kind == method::dyt) return {norm::dyt_backward(dy, x, alpha, w, dx, dweight, dbias, {threads}), 0.0};
-        const auto scalars = norm::derf_backward(dy, x, alpha, shift, w, dx, dweight, dbias, {threads});
+        if (kind == method::dyt)
+            return {norm::dyt_backward(dy, x, alpha, w, dx, dweight, dbias, on_threads<norm::dyt_options>(threads)),
+                    0.0};
+        const auto scalars =
+            norm::derf_backward(dy, x, alpha, shift, w, dx, dweight, dbias, on_threads<norm::derf_options>(threads));
         return {scalars.alpha, scalars.shift};
     }
 };
