@@ -43,22 +43,27 @@ inline groups contiguous_groups(index_type group_size) {
     return result;
 }
 
-inline groups group_ids(vector_view<const std::int64_t> ids, index_type group_count = -1) {
-    core::require(ids.data != nullptr || ids.size == 0, "group ids are null");
+namespace core {
+
+// groups over caller ids of either width: `slot` is where the pointer goes (ids64 or ids32).
+template <class Id>
+groups ids_groups(vector_view<const Id> ids, const Id* groups::*slot, index_type group_count) {
+    require(ids.data != nullptr || ids.size == 0, "group ids are null");
     groups result;
-    result.ids64 = ids.data;
+    result.*slot = ids.data;
     result.id_count = ids.size;
     result.declared_count = group_count;
     return result;
 }
 
+}  // namespace core
+
+inline groups group_ids(vector_view<const std::int64_t> ids, index_type group_count = -1) {
+    return core::ids_groups(ids, &groups::ids64, group_count);
+}
+
 inline groups group_ids(vector_view<const std::int32_t> ids, index_type group_count = -1) {
-    core::require(ids.data != nullptr || ids.size == 0, "group ids are null");
-    groups result;
-    result.ids32 = ids.data;
-    result.id_count = ids.size;
-    result.declared_count = group_count;
-    return result;
+    return core::ids_groups(ids, &groups::ids32, group_count);
 }
 
 namespace core {
