@@ -271,5 +271,28 @@ void require_data(const char* name, const matrix_view<T>& x) {
     require(x.data != nullptr || x.size() == 0, name, " is null (", x.rows, "x", x.cols, ")");
 }
 
+// A required matrix shaped like a reference: given, and of the reference's shape.
+template <class A, class B>
+void require_like(const char* name, const matrix_view<A>& a, const char* reference_name,
+                  const matrix_view<B>& reference) {
+    require_data(name, a);
+    require_same_shape(name, a, reference_name, reference);
+}
+
+// The same for each (name, matrix) pair that follows the reference, in order.
+template <class B, class A, class... Rest>
+void require_all_like(const char* reference_name, const matrix_view<B>& reference, const char* name,
+                      const matrix_view<A>& a, const Rest&... rest) {
+    require_like(name, a, reference_name, reference);
+    if constexpr (sizeof...(Rest) > 0) require_all_like(reference_name, reference, rest...);
+}
+
+// An optional matrix ({} = absent) shaped like a reference when given.
+template <class A, class B>
+void require_optional_like(const char* name, const matrix_view<A>& a, const char* reference_name,
+                           const matrix_view<B>& reference) {
+    if (!a.empty()) require_same_shape(name, a, reference_name, reference);
+}
+
 }  // namespace core
 }  // namespace normkit

@@ -47,7 +47,7 @@ namespace detail {
 template <class A, class M, class T>
 void broadcast_advantages(vector_view<const A> advantages, matrix_view<const M> mask, matrix_view<T> output) {
     core::require_data("mask", mask);
-    require_token_matrix("output", output, "mask", mask);
+    core::require_like("output", output, "mask", mask);
     require_per_sample("advantages", advantages, mask.rows);
     for (index_type i = 0; i < mask.rows; ++i)
         for (index_type t = 0; t < mask.cols; ++t)

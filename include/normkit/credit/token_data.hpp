@@ -34,13 +34,6 @@ inline bool is_valid(T mask_value) {
     return core::to_compute(mask_value) != 0;
 }
 
-template <class T, class U>
-void require_token_matrix(const char* name, const matrix_view<T>& x, const char* reference_name,
-                          const matrix_view<U>& reference) {
-    core::require_data(name, x);
-    core::require_same_shape(name, x, reference_name, reference);
-}
-
 template <class T>
 void require_per_sample(const char* name, const vector_view<T>& values, index_type rows) {
     core::require(values.size == rows && (values.data != nullptr || rows == 0), name, " has length ", values.size,

@@ -116,8 +116,8 @@ void kl_penalty(matrix_view<const T> log_probs, matrix_view<const T> reference_l
     core::require_same_shape("ref_log_probs", reference_log_probs, "log_probs", log_probs);
     core::require(!value.empty() || log_probs.size() == 0, "value is missing (", log_probs.rows, "x", log_probs.cols,
                   " expected)");
-    if (!value.empty()) core::require_same_shape("value", value, "log_probs", log_probs);
-    if (!gradient.empty()) core::require_same_shape("gradient", gradient, "log_probs", log_probs);
+    core::require_optional_like("value", value, "log_probs", log_probs);
+    core::require_optional_like("gradient", gradient, "log_probs", log_probs);
     with_kl_estimator(options, [&](auto estimator, auto straight) {
         core::parallel_for(log_probs.rows, threads, [&](index_type begin, index_type end) {
             for (index_type row = begin; row < end; ++row) {

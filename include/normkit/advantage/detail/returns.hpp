@@ -20,7 +20,7 @@ template <class T>
 void reinforce_pp(matrix_view<const T> token_rewards, matrix_view<const T> mask, matrix_view<T> advantages,
                   matrix_view<T> returns, const reinforce_pp_options& options) {
     require_token_shapes(token_rewards, mask, advantages);
-    if (!returns.empty()) core::require_same_shape("returns", returns, "token_rewards", token_rewards);
+    core::require_optional_like("returns", returns, "token_rewards", token_rewards);
     core::require_discount("gamma", options.gamma);
     core::require(options.whiten.mode != whiten_mode::sample_weighted,
                   "reinforce_pp whitens over tokens or not at all");
@@ -61,7 +61,7 @@ template <class T>
 void remax(matrix_view<const T> token_rewards, matrix_view<const T> mask, vector_view<const T> baselines,
            matrix_view<T> advantages, matrix_view<T> returns) {
     require_token_shapes(token_rewards, mask, advantages);
-    if (!returns.empty()) core::require_same_shape("returns", returns, "token_rewards", token_rewards);
+    core::require_optional_like("returns", returns, "token_rewards", token_rewards);
     core::require(baselines.size == token_rewards.rows, "baselines has length ", baselines.size,
                   " but token_rewards has ", token_rewards.rows, " rows");
     for (index_type i = 0; i < token_rewards.rows; ++i) {

@@ -73,11 +73,10 @@ index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const 
                         matrix_view<const T> mask, vector_view<const T> advantages, matrix_view<T> weights,
                         matrix_view<T> token_advantages, const cort_options& options) {
     core::require_data("mask", mask);
-    require_token_matrix("log_prob_rubric", log_prob_rubric, "mask", mask);
-    require_token_matrix("log_prob_free", log_prob_free, "mask", mask);
-    if (!weights.empty()) require_token_matrix("weights", weights, "mask", mask);
+    core::require_all_like("mask", mask, "log_prob_rubric", log_prob_rubric, "log_prob_free", log_prob_free);
+    core::require_optional_like("weights", weights, "mask", mask);
     if (!token_advantages.empty()) {
-        require_token_matrix("token_advantages", token_advantages, "mask", mask);
+        core::require_like("token_advantages", token_advantages, "mask", mask);
         require_per_sample("advantages", advantages, mask.rows);
     }
     const double low = options.min_weight, high = options.max_weight;

@@ -147,12 +147,11 @@ void optimal_token_baseline(matrix_view<const T> rewards, matrix_view<const T> m
                             const groups& grouping, matrix_view<T> advantages, matrix_view<T> returns,
                             const optimal_token_baseline_options& options) {
     core::require_data("mask", mask);
-    require_token_matrix("rewards", rewards, "mask", mask);
-    require_token_matrix("old_log_prob", old_log_prob, "mask", mask);
-    require_token_matrix("sum_probability_squared", sum_probability_squared, "mask", mask);
-    if (!importance_weights.empty()) require_token_matrix("importance_weights", importance_weights, "mask", mask);
-    require_token_matrix("advantages", advantages, "mask", mask);
-    if (!returns.empty()) require_token_matrix("returns", returns, "mask", mask);
+    core::require_all_like("mask", mask, "rewards", rewards, "old_log_prob", old_log_prob, "sum_probability_squared",
+                           sum_probability_squared);
+    core::require_optional_like("importance_weights", importance_weights, "mask", mask);
+    core::require_like("advantages", advantages, "mask", mask);
+    core::require_optional_like("returns", returns, "mask", mask);
     const auto groups = group_members(grouping, mask.rows);
     core::require(options.eps >= 0 && std::isfinite(options.eps), "eps must be non-negative and finite, got ",
                   options.eps);

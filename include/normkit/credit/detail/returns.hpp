@@ -22,8 +22,7 @@ template <class T>
 void discounted_returns(matrix_view<const T> rewards, matrix_view<const T> mask, matrix_view<T> returns,
                         const discounted_returns_options& options) {
     core::require_data("mask", mask);
-    require_token_matrix("rewards", rewards, "mask", mask);
-    require_token_matrix("returns", returns, "mask", mask);
+    core::require_all_like("mask", mask, "rewards", rewards, "returns", returns);
     core::require_discount("gamma", options.gamma);
     for (index_type i = 0; i < mask.rows; ++i)
         core::masked_discounted_sum(
@@ -39,10 +38,8 @@ void generalized_advantage_estimation(matrix_view<const T> rewards, matrix_view<
                                       matrix_view<const T> mask, matrix_view<T> advantages, matrix_view<T> returns,
                                       const gae_options& options) {
     core::require_data("mask", mask);
-    require_token_matrix("rewards", rewards, "mask", mask);
-    require_token_matrix("values", values, "mask", mask);
-    require_token_matrix("advantages", advantages, "mask", mask);
-    if (!returns.empty()) require_token_matrix("returns", returns, "mask", mask);
+    core::require_all_like("mask", mask, "rewards", rewards, "values", values, "advantages", advantages);
+    core::require_optional_like("returns", returns, "mask", mask);
     core::require_discount("gamma", options.gamma);
     core::require_discount("lambda", options.lambda);
     const double gamma = options.gamma;

@@ -12,7 +12,7 @@ template <class T>
 void span_advantages(vector_view<const span> spans, matrix_view<const T> position_advantages, matrix_view<const T> mask,
                      vector_view<const T> response_advantages, matrix_view<T> output, outside_span outside) {
     core::require_data("mask", mask);
-    require_token_matrix("output", output, "mask", mask);
+    core::require_like("output", output, "mask", mask);
     core::require_data("position_advantages", position_advantages);
     core::require(position_advantages.rows == mask.rows, "position_advantages has ", position_advantages.rows,
                   " rows (", position_advantages.rows, "x", position_advantages.cols, ") but mask has ", mask.rows,

@@ -15,10 +15,18 @@ namespace normkit::credit::detail {
 using turn_rows = std::vector<std::vector<double>>;
 using group_lists = std::vector<std::vector<index_type>>;
 
-inline void require_turn_settings(double gamma, double eps, int ddof) {
+// The checks every per-turn estimator shares (the table, its turn counts, the
+// advantages shaped like it, the settings); returns the members of each group.
+template <class T>
+group_lists checked_turn_groups(const char* name, matrix_view<const T> table, vector_view<const index_type> turn_count,
+                                const groups& grouping, matrix_view<T> advantages, double gamma, double eps, int ddof) {
+    require_turn_table(name, table, turn_count);
+    group_lists members = group_members(grouping, table.rows);
+    core::require_like("advantages", advantages, name, table);
     core::require_discount("gamma", gamma);
     core::require(std::isfinite(eps) && eps >= 0, "eps must be non-negative and finite, got ", eps);
     core::require(ddof == 0 || ddof == 1, "ddof must be 0 or 1, got ", ddof);
+    return members;
 }
 
 // Standardizes the values of each (group, turn index t) cell.
@@ -97,12 +105,10 @@ template <class T>
 void a2tgpo_advantages(matrix_view<const T> information_gain, vector_view<const index_type> turn_count,
                        const groups& grouping, vector_view<const T> outcome_advantages, matrix_view<T> advantages,
                        matrix_view<T> clip_scale, const a2tgpo_options& options) {
-    require_turn_table("information_gain", information_gain, turn_count);
-    const group_lists groups = group_members(grouping, information_gain.rows);
+    const group_lists groups = checked_turn_groups("information_gain", information_gain, turn_count, grouping,
+                                                   advantages, options.gamma, options.eps, options.ddof);
     require_per_sample("outcome_advantages", outcome_advantages, information_gain.rows);
-    require_token_matrix("advantages", advantages, "information_gain", information_gain);
-    if (!clip_scale.empty()) require_token_matrix("clip_scale", clip_scale, "information_gain", information_gain);
-    require_turn_settings(options.gamma, options.eps, options.ddof);
+    core::require_optional_like("clip_scale", clip_scale, "information_gain", information_gain);
     core::require(std::isfinite(options.alpha) && std::isfinite(options.clip_spread), "alpha ", options.alpha,
                   " and clip_spread ", options.clip_spread, " must be finite");
     const turn_rows normalized = standardize_per_turn(read_turns(information_gain, turn_count), groups, options.ddof,
@@ -131,10 +137,8 @@ void a2tgpo_advantages(matrix_view<const T> information_gain, vector_view<const 
 template <class T>
 void mapo_advantages(matrix_view<const T> rewards, vector_view<const index_type> turn_count, const groups& grouping,
                      matrix_view<T> advantages, const mapo_options& options) {
-    require_turn_table("rewards", rewards, turn_count);
-    const group_lists groups = group_members(grouping, rewards.rows);
-    require_token_matrix("advantages", advantages, "rewards", rewards);
-    require_turn_settings(options.gamma, options.eps, 0);
+    const group_lists groups =
+        checked_turn_groups("rewards", rewards, turn_count, grouping, advantages, options.gamma, options.eps, 0);
     core::require(std::isfinite(options.alpha), "alpha must be finite, got ", options.alpha);
     const turn_rows immediate = read_turns(rewards, turn_count);
     const turn_rows turn_term =
@@ -153,10 +157,8 @@ void mapo_advantages(matrix_view<const T> rewards, vector_view<const index_type>
 template <class T>
 void gtpo_advantages(matrix_view<const T> rewards, vector_view<const index_type> turn_count, const groups& grouping,
                      matrix_view<T> advantages, const gtpo_options& options) {
-    require_turn_table("rewards", rewards, turn_count);
-    const group_lists groups = group_members(grouping, rewards.rows);
-    require_token_matrix("advantages", advantages, "rewards", rewards);
-    require_turn_settings(options.gamma, options.eps, options.ddof);
+    const group_lists groups = checked_turn_groups("rewards", rewards, turn_count, grouping, advantages, options.gamma,
+                                                   options.eps, options.ddof);
     const turn_rows returns = discounted_sums(read_turns(rewards, turn_count), options.gamma);
     write_turns(advantages,
                 options.scope == gtpo_scope::turn_index
@@ -170,7 +172,7 @@ void turns_to_tokens(matrix_view<const T> per_turn, matrix_view<const index_type
                      double outside) {
     core::require_data("per_turn", per_turn);
     core::require_data("turn_index", turn_index);
-    require_token_matrix("output", output, "turn_index", turn_index);
+    core::require_like("output", output, "turn_index", turn_index);
     core::require(per_turn.rows == turn_index.rows, "per_turn has ", per_turn.rows, " rows (", per_turn.rows, "x",
                   per_turn.cols, ") but turn_index has ", turn_index.rows);
     for (index_type i = 0; i < turn_index.rows; ++i) {

@@ -196,8 +196,8 @@ aggregation_result aggregate_loss(matrix_view<const T> loss, matrix_view<const T
                                   const aggregation_options& options, int threads) {
     using C = core::compute_t<T>;
     core::require_data("loss", loss);
-    if (!mask.empty()) core::require_same_shape("mask", mask, "loss", loss);
-    if (!weights.empty()) core::require_same_shape("weights", weights, "loss", loss);
+    core::require_optional_like("mask", mask, "loss", loss);
+    core::require_optional_like("weights", weights, "loss", loss);
     const index_type rows = loss.rows, cols = loss.cols;
     const aggregation_plan plan = plan_aggregation(options, mask, rows, cols, threads);
     const double* totals =

@@ -277,8 +277,8 @@ void validate_policy_loss(const policy_inputs<T>& inputs, const matrix_view<T>& 
                   "ref_log_probs are needed when use_kl_loss is set");
     core::require(options.entropy_coefficient == 0 || !inputs.entropies.empty() || x.size() == 0,
                   "entropies are needed when entropy_coefficient is not 0");
-    if (!gradient.empty()) core::require_same_shape("log_probs_gradient", gradient, "log_probs", x);
-    if (!entropy_gradient.empty()) core::require_same_shape("entropy_gradient", entropy_gradient, "log_probs", x);
+    core::require_optional_like("log_probs_gradient", gradient, "log_probs", x);
+    core::require_optional_like("entropy_gradient", entropy_gradient, "log_probs", x);
 }
 
 // The result from the totals of add_row_sums.

@@ -11,8 +11,29 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <type_traits>
+#include <utility>
 
 namespace normkit::loss::detail {
+
+// Every surrogate_mode, each compiled to its own loop by with_surrogate_mode: a new mode is listed here.
+template <surrogate_mode... Modes>
+struct surrogate_mode_list {};
+using every_surrogate_mode =
+    surrogate_mode_list<surrogate_mode::ppo_clip, surrogate_mode::cispo_clip, surrogate_mode::cispo_cap,
+                        surrogate_mode::gspo_token, surrogate_mode::gspo_sequence, surrogate_mode::sapo,
+                        surrogate_mode::reinforce, surrogate_mode::gmpo, surrogate_mode::gft>;
+
+template <class F, surrogate_mode... Modes>
+bool with_surrogate_mode(surrogate_mode mode, F&& f, surrogate_mode_list<Modes...>) {
+    return ((mode == Modes && (f(std::integral_constant<surrogate_mode, Modes>{}), true)) || ...);
+}
+
+// Calls f(std::integral_constant<surrogate_mode, mode>{}); false for a value no mode has.
+template <class F>
+bool with_surrogate_mode(surrogate_mode mode, F&& f) {
+    return with_surrogate_mode(mode, std::forward<F>(f), every_surrogate_mode{});
+}
 
 inline bool uses_old_log_probs(surrogate_mode mode) {
     return mode != surrogate_mode::reinforce && mode != surrogate_mode::gft;
@@ -23,6 +44,8 @@ inline bool is_sequence_level(surrogate_mode mode) {
 }
 
 inline void validate(const surrogate_options& options) {
+    core::require(with_surrogate_mode(options.mode, [](auto) {}), "mode ", static_cast<int>(options.mode),
+                  " is no surrogate_mode");
     core::require(std::isfinite(options.epsilon_low) && options.epsilon_low >= 0,
                   "epsilon_low must be finite and >= 0, got ", options.epsilon_low);
     core::require(std::isfinite(options.epsilon_high) && options.epsilon_high >= 0,
@@ -49,16 +72,16 @@ void validate(const policy_inputs<T>& inputs, surrogate_mode mode) {
         core::require(!inputs.old_log_probs.empty() || x.size() == 0,
                       "old_log_probs are needed by this surrogate mode");
     }
-    if (!inputs.old_log_probs.empty()) core::require_same_shape("old_log_probs", inputs.old_log_probs, "log_probs", x);
+    core::require_optional_like("old_log_probs", inputs.old_log_probs, "log_probs", x);
     core::require(!inputs.advantages.empty() || x.size() == 0, "advantages are missing");
     if (!inputs.advantages.empty())
         core::require(
             inputs.advantages.rows == x.rows && (inputs.advantages.cols == x.cols || inputs.advantages.cols == 1),
             "advantages has shape ", inputs.advantages.rows, "x", inputs.advantages.cols, " but log_probs has shape ",
             x.rows, "x", x.cols, " (expected ", x.rows, "x", x.cols, " or ", x.rows, "x1)");
-    if (!inputs.mask.empty()) core::require_same_shape("mask", inputs.mask, "log_probs", x);
-    if (!inputs.ref_log_probs.empty()) core::require_same_shape("ref_log_probs", inputs.ref_log_probs, "log_probs", x);
-    if (!inputs.entropies.empty()) core::require_same_shape("entropies", inputs.entropies, "log_probs", x);
+    core::require_optional_like("mask", inputs.mask, "log_probs", x);
+    core::require_optional_like("ref_log_probs", inputs.ref_log_probs, "log_probs", x);
+    core::require_optional_like("entropies", inputs.entropies, "log_probs", x);
 }
 
 template <class C>
@@ -310,26 +333,9 @@ void surrogate_chunk_as(const surrogate_parameters<C>& p, const sequence_state<C
 template <class C>
 void surrogate_chunk(const surrogate_parameters<C>& p, const sequence_state<C>& row, const C* x, const C* old,
                      const C* a, const C* m, index_type n, C* loss, C* derivative, surrogate_sums<C>& sums) {
-    switch (p.mode) {
-        case surrogate_mode::ppo_clip:
-            return surrogate_chunk_as<surrogate_mode::ppo_clip>(p, row, x, old, a, m, n, loss, derivative, sums);
-        case surrogate_mode::cispo_clip:
-            return surrogate_chunk_as<surrogate_mode::cispo_clip>(p, row, x, old, a, m, n, loss, derivative, sums);
-        case surrogate_mode::cispo_cap:
-            return surrogate_chunk_as<surrogate_mode::cispo_cap>(p, row, x, old, a, m, n, loss, derivative, sums);
-        case surrogate_mode::gspo_token:
-            return surrogate_chunk_as<surrogate_mode::gspo_token>(p, row, x, old, a, m, n, loss, derivative, sums);
-        case surrogate_mode::gspo_sequence:
-            return surrogate_chunk_as<surrogate_mode::gspo_sequence>(p, row, x, old, a, m, n, loss, derivative, sums);
-        case surrogate_mode::sapo:
-            return surrogate_chunk_as<surrogate_mode::sapo>(p, row, x, old, a, m, n, loss, derivative, sums);
-        case surrogate_mode::reinforce:
-            return surrogate_chunk_as<surrogate_mode::reinforce>(p, row, x, old, a, m, n, loss, derivative, sums);
-        case surrogate_mode::gmpo:
-            return surrogate_chunk_as<surrogate_mode::gmpo>(p, row, x, old, a, m, n, loss, derivative, sums);
-        case surrogate_mode::gft:
-            return surrogate_chunk_as<surrogate_mode::gft>(p, row, x, old, a, m, n, loss, derivative, sums);
-    }
+    with_surrogate_mode(p.mode, [&](auto mode) {
+        surrogate_chunk_as<decltype(mode)::value>(p, row, x, old, a, m, n, loss, derivative, sums);
+    });
 }
 
 // Adds a row's metric sums into partial[0..3].
@@ -377,9 +383,9 @@ surrogate_metrics policy_surrogate(const policy_inputs<T>& inputs, matrix_view<T
     validate(options);
     validate(inputs, options.mode);
     const auto& x = inputs.log_probs;
-    if (!loss_out.empty()) core::require_same_shape("loss", loss_out, "log_probs", x);
+    core::require_optional_like("loss", loss_out, "log_probs", x);
     if (upstream) core::require_same_shape("loss_gradient", *upstream, "log_probs", x);
-    if (!gradient_out.empty()) core::require_same_shape("log_probs_gradient", gradient_out, "log_probs", x);
+    core::require_optional_like("log_probs_gradient", gradient_out, "log_probs", x);
     const surrogate_parameters<C> p(options);
     const bool sequence = is_sequence_level(options.mode);
     const bool coupled = options.mode == surrogate_mode::gspo_sequence || options.mode == surrogate_mode::gmpo;
