@@ -1,0 +1,137 @@
+"""Golden values from verl's own functions (see frameworks.py for how they are loaded).
+
+Writes tests/loss/golden_verl.hpp and tests/advantage/golden_verl.hpp.
+"""
+import os
+import sys
+import types
+from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(__file__))
+import frameworks as fw  # noqa: E402
+from frameworks import t  # noqa: E402
+
+import torch  # noqa: E402
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+CORE, TF = "verl/trainer/ppo/core_algos.py", "verl/utils/torch_functional.py"
+RC = "verl/trainer/ppo/rollout_corr_helper.py"
+
+verl_F = types.SimpleNamespace(**fw.functions("verl", TF, ["clip_by_value", "masked_sum", "masked_mean", "masked_var",
+                                                          "masked_whiten"], fw.base_namespace()))
+ns = fw.base_namespace()
+ns.update(verl_F=verl_F, AlgoConfig=type("AlgoConfig", (), {}), ActorConfig=object, DictConfig=object,
+          defaultdict=defaultdict, SAFETY_BOUND=20.0)
+fw.functions("verl", CORE, ["agg_loss", "compute_value_loss", "compute_policy_loss_reinforce",
+                            "compute_policy_loss_dppo_tv", "compute_policy_loss_dppo_kl",
+                            "compute_opo_outcome_advantage"], ns)
+fw.functions("verl", RC, ["_parse_rollout_is_threshold", "compute_is_metrics", "compute_rollout_correction_weights"],
+             ns)
+
+loss_out = fw.Emitter("verl")
+advantage_out = fw.Emitter("verl")
+generator = torch.Generator().manual_seed(1818)
+
+
+def rand(shape, low, high):
+    return low + (high - low) * torch.rand(shape, generator=generator, dtype=torch.float64)
+
+
+def config(**fields):
+    base = dict(clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.2, global_batch_info={})
+    base.update(fields)
+    return fw.Config(base)
+
+
+mask = t([[1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0]])
+rows, cols = mask.shape
+
+# compute_value_loss: 0.5·agg(max((v − R)², (clip(v, old ± c) − R)²)) and vf_clipfrac.
+for name, clip, mode in [("token_mean", 0.5, "token-mean"), ("seq_mean_token_mean", 0.5, "seq-mean-token-mean"),
+                         ("seq_mean_token_sum", 0.2, "seq-mean-token-sum"), ("tight", 0.05, "token-mean"),
+                         ("token_sum", 0.5, "token-sum"), ("wide", 10.0, "token-mean")]:
+    vpreds = rand((rows, cols), -1, 1).requires_grad_(True)
+    values = (vpreds + rand((rows, cols), -0.6, 0.6)).detach()
+    returns = rand((rows, cols), -1.5, 1.5)
+    loss, clipfrac = ns["compute_value_loss"](vpreds, returns, values, mask, clip, loss_agg_mode=mode)
+    loss.backward()
+    loss_out.add("value_loss", CORE, "compute_value_loss", name, values=vpreds, old_values=values, returns=returns,
+                 mask=mask, clip=clip, mode=["token-mean", "token-sum", "seq-mean-token-sum",
+                                             "seq-mean-token-mean"].index(mode),
+                 loss=loss, clip_fraction=clipfrac, gradient=vpreds.grad, rows=rows, cols=cols)
+
+# masked_whiten: (x − masked mean)·rsqrt(unbiased masked var + 1e-8).
+for name, values, m, shift in [("random", rand((3, 5), -2, 2), mask[:3, :5], True),
+                               ("no_shift", rand((3, 5), -2, 2), mask[:3, :5], False),
+                               ("offset", 1e4 + rand((2, 4), -1, 1), t([[1, 1, 1, 0], [1, 0, 1, 1]]), True),
+                               ("two_tokens", t([[3.0, -1.0, 7.0]]), t([[1, 0, 1.0]]), True),
+                               ("constant", torch.full((2, 3), 0.25, dtype=torch.float64), t([[1, 1, 1], [1, 0, 0.0]]),
+                                True)]:
+    whitened = verl_F.masked_whiten(values, m, shift_mean=shift)
+    advantage_out.add("masked_whiten", TF, "masked_whiten", name, values=values, mask=m, shift_mean=shift,
+                      whitened=whitened, rows=m.shape[0], cols=m.shape[1])
+
+# compute_policy_loss_reinforce: −A·logπ·w, agg_loss, ppo_kl against the rollout log-probs.
+for name, mode, with_weights in [("seq_mean_token_sum", "seq-mean-token-sum", False),
+                                 ("token_mean", "token-mean", False), ("weights_token_mean", "token-mean", True),
+                                 ("weights_seq_mean_token_mean", "seq-mean-token-mean", True),
+                                 ("weights_seq_mean_token_sum", "seq-mean-token-sum", True)]:
+    x = rand((rows, cols), -3, -0.05).requires_grad_(True)
+    rollout = (x + rand((rows, cols), -0.5, 0.5)).detach()
+    adv = rand((rows, cols), -2, 2)
+    weights = rand((rows, cols), 0, 2) * mask if with_weights else None
+    loss, metrics = ns["compute_policy_loss_reinforce"](rollout, x, adv, mask, loss_agg_mode=mode, config=config(),
+                                                        rollout_is_weights=weights)
+    loss.backward()
+    loss_out.add("reinforce_loss", CORE, "compute_policy_loss_reinforce", name, log_probs=x, rollout_log_probs=rollout,
+                 advantages=adv, mask=mask, mode=["token-mean", "token-sum", "seq-mean-token-sum",
+                                                  "seq-mean-token-mean"].index(mode),
+                 is_weights=weights if weights is not None else [], loss=loss, ppo_kl=metrics["actor/ppo_kl"],
+                 gradient=x.grad, rows=rows, cols=cols)
+
+# DPPO (binary TV and binary KL): −A·sg(min(r, c))·logπ·valid.
+for function in ["dppo_tv", "dppo_kl"]:
+    for name, eps, c in [("default", (0.2, 0.2), 3.0), ("asymmetric", (0.1, 0.28), 3.0), ("paper_c", (0.2, 0.2), 20.0),
+                         ("tight", (0.02, 0.02), 3.0), ("extreme", (0.2, 0.2), 1.5)]:
+        x = rand((rows, cols), -2.5, -0.02)
+        old = x + rand((rows, cols), -1.2, 1.2) * (2 if name == "extreme" else 1)
+        old = old.clamp(max=-1e-3)
+        x = x.requires_grad_(True)
+        adv = rand((rows, cols), -2, 2)
+        adv[0, 1] = 0.0
+        cfg = config(clip_ratio=eps[0], clip_ratio_low=eps[0], clip_ratio_high=eps[1], clip_ratio_c=c)
+        loss, metrics = ns["compute_policy_loss_" + function](old, x, adv, mask, loss_agg_mode="token-mean",
+                                                              config=cfg)
+        loss.backward()
+        loss_out.add(function, CORE, "compute_policy_loss_" + function, name, log_probs=x, old_log_probs=old,
+                     advantages=adv, mask=mask, epsilon_low=eps[0], epsilon_high=eps[1], clip_ratio_c=c, loss=loss,
+                     clip_fraction=metrics["actor/pg_clipfrac"], clip_fraction_lower=metrics["actor/pg_clipfrac_lower"],
+                     ppo_kl=metrics["actor/ppo_kl"], gradient=x.grad, rows=rows, cols=cols)
+
+# Rollout importance-sampling weights: token / sequence, TIS / IcePop, batch normalization.
+log_ratio = rand((rows, cols), -0.8, 0.8)
+log_ratio[2, 3] = 25.0  # past the ±20 safety bound
+for name, level, threshold, normalize in [("token_tis", "token", 2.0, False), ("sequence_tis", "sequence", 2.0, False),
+                                          ("token_icepop", "token", "0.5_1.5", False),
+                                          ("sequence_icepop", "sequence", "0.5_5.0", False),
+                                          ("token_tis_normalized", "token", 1.5, True),
+                                          ("sequence_tis_normalized", "sequence", 3.0, True),
+                                          ("token_icepop_normalized", "token", "0.7_1.3", True)]:
+    weights, metrics = ns["compute_rollout_correction_weights"](log_ratio, mask, rollout_is=level,
+                                                                rollout_is_threshold=threshold,
+                                                                rollout_is_batch_normalize=normalize)
+    upper, lower = ns["_parse_rollout_is_threshold"](threshold)
+    loss_out.add("rollout_is_weights", RC, "compute_rollout_correction_weights", name, log_ratio=log_ratio,
+                 mask=mask, sequence=level == "sequence", upper=upper, lower=lower if lower is not None else -1.0,
+                 batch_normalize=normalize, weights=weights, rows=rows, cols=cols)
+
+# OPO: a group whose responses are all empty divides 0 by 0 in verl (NaN); normkit falls back to the mean.
+scores_mask = t([[0, 0, 0], [0, 0, 0], [1, 1, 0], [1, 0, 0]])
+token_rewards = t([[0, 0, 1.0], [0, 0, 0.5], [0, 2.0, 0], [3.0, 0, 0]])
+index = ["a", "a", "b", "b"]
+advantages, _ = ns["compute_opo_outcome_advantage"](token_rewards, scores_mask, index)
+advantage_out.add("opo", CORE, "compute_opo_outcome_advantage", "all_empty_group", token_level_rewards=token_rewards,
+                  response_mask=scores_mask, advantages=advantages, rows=4, cols=3)
+
+loss_out.write(os.path.join(ROOT, "tests/loss/golden_verl.hpp"))
+advantage_out.write(os.path.join(ROOT, "tests/advantage/golden_verl.hpp"))
