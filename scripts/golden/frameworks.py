@@ -166,4 +166,6 @@ class Emitter:
         lines.append("}  // namespace normkit::golden::" + self.framework)
         with open(out_path, "w") as f:
             f.write("\n".join(lines) + "\n")
+        # The repository's .clang-format, so that scripts/format --check passes on the generated tables.
+        subprocess.run(["clang-format", "-i", out_path], check=False)
         print(f"wrote {out_path}: " + ", ".join(f"{k} {len(v['cases'])}" for k, v in self.tables.items()))

@@ -139,9 +139,19 @@ inline std::vector<double> surrogate(const std::vector<double>& x, const std::ve
                 case surrogate_mode::gspo_token:
                     value = ppo(std::exp(std::min(x[k] - detached[k] + z_detached, 10.0)));
                     break;
-                case surrogate_mode::gspo_sequence:
-                    value = ppo(std::exp(clamp_to(z, -C, C)));
+                case surrogate_mode::gspo_sequence: {
+                    // TRL's delta, literally: coef_1 = min(s, δ), coef_2 = clip(s) from the unclamped s.
+                    const double s = std::exp(clamp_to(z, -C, C));
+                    const double coef = o.dual_clip ? std::min(s, *o.dual_clip) : s;
+                    value = std::max(-A * coef, -A * clamp_to(s, low, high));
                     break;
+                }
+                case surrogate_mode::sapo_sequence: {
+                    const double tau = A > 0 ? o.tau_positive : o.tau_negative;
+                    const double s = std::exp(clamp_to(z, -C, C));
+                    value = -A * (1.0 / (1.0 + std::exp(-tau * (s - 1)))) * 4.0 / tau;
+                    break;
+                }
                 case surrogate_mode::sapo: {
                     const double tau = A > 0 ? o.tau_positive : o.tau_negative;
                     value = -A * (1.0 / (1.0 + std::exp(-tau * (r - 1)))) * 4.0 / tau;
@@ -184,9 +194,15 @@ inline double kl_value(double x, double detached, double reference_log_prob, con
                 return std::exp(-d) + d - 1;
         }
     };
-    if (!o.straight_through) return estimate(x);
+    // OpenRLHF's value_limit clamps the value last (the gradient stops where it is active).
+    const auto limited = [&](double logp) {
+        const double value = estimate(logp);
+        return o.value_limit ? clamp_to(value, -*o.value_limit, *o.value_limit) : value;
+    };
+    if (!o.straight_through) return limited(x);
     const auto k2 = [&](double logp) { return 0.5 * (logp - reference_log_prob) * (logp - reference_log_prob); };
-    return k2(x) - k2(detached) + estimate(detached);
+    if (o.value_limit && std::abs(estimate(detached)) > *o.value_limit) return limited(detached);
+    return k2(x) - k2(detached) + limited(detached);
 }
 
 // The one-call policy loss: aggregate(ℓ_surrogate + β·k − c_H·H).

@@ -10,6 +10,8 @@
 // exponential and k to [−10, 10] after it; the derivative is 0 where either clamp is active (torch's
 // clamp passes the gradient only inside the bounds, bounds included). Without `clamp` (TRL's
 // per-token KL) the formula is used as written.
+// value_limit = c (OpenRLHF's compute_approx_kl: c = 10 for every estimator, loss::presets::openrlhf_kl())
+// clamps the value of any estimator to [−c, c] after the rest, the derivative 0 where it is active.
 // straight_through (verl's "+" suffix, "k3+", loss::presets::k3_plus()): the value of the named
 // estimator with the gradient of k2, i.e. ∂k/∂x = d.
 //
@@ -26,6 +28,9 @@
 #include "../core/math.hpp"
 #include "../core/parallel.hpp"
 
+#include <cmath>
+#include <limits>
+#include <optional>
 #include <type_traits>
 
 namespace normkit::loss {
@@ -35,8 +40,9 @@ enum class kl_estimator { k1, abs, k2, k3, kl = k1, mse = k2, low_var_kl = k3 };
 // Which estimator (no threads: policy_loss_options nests it). Options are named as aggregate.hpp says.
 struct kl_options {
     kl_estimator estimator = kl_estimator::k3;
-    bool straight_through = false;  // "+": the value of `estimator`, the gradient of k2
-    bool clamp = true;              // verl's clamps on k3 (±20 on the log-ratio, ±10 on the value)
+    bool straight_through = false;      // "+": the value of `estimator`, the gradient of k2
+    bool clamp = true;                  // verl's clamps on k3 (±20 on the log-ratio, ±10 on the value)
+    std::optional<double> value_limit;  // c > 0: every estimator's value clamped to ±c (OpenRLHF: 10)
 };
 
 // kl_penalty's options: the estimator, and the threads (default 1; any count gives the same bits).
@@ -58,7 +64,7 @@ namespace detail {
 // batch and a call would pass the batches through memory.
 template <kl_estimator E, bool StraightThrough, class C>
 [[gnu::always_inline]] inline void kl_batch(const core::batch<C>& x, const core::batch<C>& reference, bool clamp,
-                                            core::batch<C>& value, core::batch<C>& gradient) {
+                                            C limit, core::batch<C>& value, core::batch<C>& gradient) {
     using core::batch;
     const batch<C> d = x - reference;
     if constexpr (E == kl_estimator::k1) {
@@ -87,6 +93,20 @@ template <kl_estimator E, bool StraightThrough, class C>
         }
     }
     if constexpr (StraightThrough) gradient = d;
+    // limit is +inf when absent: the select then keeps every lane.
+    const batch<C> cap(limit);
+    gradient = xsimd::select(absolute(value) <= cap, gradient, batch<C>(C(0)));
+    value = minimum(maximum(value, -cap), cap);
+}
+
+inline void validate(const kl_options& options) {
+    core::require(!options.value_limit || (*options.value_limit > 0 && !std::isnan(*options.value_limit)),
+                  "value_limit must be > 0, got ", options.value_limit ? *options.value_limit : 0.0);
+}
+
+template <class C>
+C value_limit(const kl_options& options) {
+    return options.value_limit ? static_cast<C>(*options.value_limit) : std::numeric_limits<C>::infinity();
 }
 
 // Calls f(std::integral_constant<kl_estimator, E>, std::bool_constant<straight_through>).
@@ -111,6 +131,7 @@ template <class T>
 void kl_penalty(matrix_view<const T> log_probs, matrix_view<const T> reference_log_probs, matrix_view<T> value,
                 matrix_view<T> gradient, const kl_options& options, int threads) {
     using C = core::compute_t<T>;
+    validate(options);
     core::require_data("log_probs", log_probs);
     core::require_data("ref_log_probs", reference_log_probs);
     core::require_same_shape("ref_log_probs", reference_log_probs, "log_probs", log_probs);
@@ -118,6 +139,7 @@ void kl_penalty(matrix_view<const T> log_probs, matrix_view<const T> reference_l
                   " expected)");
     core::require_optional_like("value", value, "log_probs", log_probs);
     core::require_optional_like("gradient", gradient, "log_probs", log_probs);
+    const C limit = value_limit<C>(options);
     with_kl_estimator(options, [&](auto estimator, auto straight) {
         core::parallel_for(log_probs.rows, threads, [&](index_type begin, index_type end) {
             for (index_type row = begin; row < end; ++row) {
@@ -126,7 +148,7 @@ void kl_penalty(matrix_view<const T> log_probs, matrix_view<const T> reference_l
                 core::for_each_batch<C>(log_probs.cols, [&](index_type i, index_type count) {
                     core::batch<C> k, g;
                     kl_batch<decltype(estimator)::value, decltype(straight)::value>(
-                        core::load(x + i, count), core::load(reference + i, count), options.clamp, k, g);
+                        core::load(x + i, count), core::load(reference + i, count), options.clamp, limit, k, g);
                     core::store(value.row(row) + i, k, count);
                     if (!gradient.empty()) core::store(gradient.row(row) + i, g, count);
                 });

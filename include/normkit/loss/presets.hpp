@@ -18,9 +18,11 @@
 //                                                                                         data_parallel_size = num_processes); cispo: cispo_cap,
 //                                                                                         ε_high = 5.0; sapo: τ 1.0/1.05
 //   openrlhf_ppo()       OpenRLHF/OpenRLHF         openrlhf/models/loss.py (PolicyLoss)   PPO clip ε 0.2/0.2, log-ratio clamp ±20, no dual clip,
-//                        @ 3c3be6234e0c                                                   token-mean
+//                        @ 3c3be6234e0c                                                   token-mean; approx_kl of the raw log-ratio (its ppo_kl)
 //   k3_plus()            verl @ 1dda039b9c63       verl/trainer/ppo/core_algos.py         kl_options: "k3+", k3's value with k2's gradient
 //                                                  (kl_penalty)                           (straight-through)
+//   openrlhf_kl(k)       OpenRLHF @ 3c3be6234e0c   openrlhf/models/utils.py               kl_options: estimator k (k1 default), no verl
+//                                                  (compute_approx_kl)                    clamps, every value clamped to ±10
 //
 // TRL divides grpo/bnpo/dr_grpo by the gradient-accumulation steps: pass the step's counts as the
 // global denominators for that (aggregate.hpp).
@@ -85,6 +87,7 @@ inline policy_loss_options trl(trl_loss_type loss_type, std::optional<double> ma
 inline policy_loss_options openrlhf_ppo() {
     policy_loss_options options;
     options.surrogate.mode = surrogate_mode::ppo_clip;
+    options.surrogate.raw_approx_kl = true;
     options.aggregation.mode = aggregation_mode::token_mean;
     return options;
 }
@@ -93,6 +96,15 @@ inline policy_loss_options openrlhf_ppo() {
 inline kl_options k3_plus() {
     kl_options options;
     options.straight_through = true;
+    return options;
+}
+
+// OpenRLHF's compute_approx_kl: the named estimator without verl's k3 clamps, its value clamped to ±10.
+inline kl_options openrlhf_kl(kl_estimator estimator = kl_estimator::k1) {
+    kl_options options;
+    options.estimator = estimator;
+    options.clamp = false;
+    options.value_limit = 10.0;
     return options;
 }
 

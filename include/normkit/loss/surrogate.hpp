@@ -13,8 +13,13 @@
 //   gspo_token     s_t = exp(x_t − sg(x_t) + sg(z_i)), z_i = masked mean of (x − x_old) over row i,
 //                  clamped ≤ 10; ℓ = max(−A·s, −A·clip(s, lo, hi))   (Zheng et al. 2025; verl "gspo")
 //   gspo_sequence  s_i = exp(z_i) with the gradient through the mean (TRL importance_sampling_level=
-//                  "sequence", OpenRLHF gspo); ℓ as gspo_token; z_i clamped to ±C_log
+//                  "sequence", OpenRLHF gspo); ℓ as gspo_token; z_i clamped to ±C_log. With dual_clip c
+//                  (TRL's delta δ at sequence level): s_i ← min(s_i, c), gradient 0 beyond, before the
+//                  ppo form; TRL clips coef_2 from the unclamped s_i, which is the same when c ≥ hi, so
+//                  c < hi is rejected here
 //   sapo           ℓ = −A·σ(τ(r − 1))·4/τ, τ = τ+ if A > 0 else τ−   (verl and TRL "sapo")
+//   sapo_sequence  the sapo gate on the sequence ratio s_i of gspo_sequence, gradient through the mean
+//                  (TRL loss_type="sapo" with importance_sampling_level="sequence")
 //   reinforce/gpg  ℓ = −A·x                              (GPG, Chu et al. 2025; verl "gpg")
 //   gmpo           per token the pessimistic clipped log-ratio g = min(d, ε_high) for A > 0,
 //                  max(d, −ε_low) for A < 0, 0 for A = 0 (verl "geo_mean": sign(A)·min(sign(A)·d,
@@ -34,14 +39,16 @@
 // Metrics (over the mask, this call's tokens): clip_fraction = share of tokens on the clipped branch
 // (ppo/gspo: the clipped loss is the larger, verl's pg_clipfrac; cispo: r outside the clip or above
 // the cap; gmpo: g clipped); clip_fraction_lower = share where the dual clip is active (verl
-// pg_clipfrac_lower); approx_kl = masked mean of x_old − x (verl ppo_kl; d clamped as above).
+// pg_clipfrac_lower); approx_kl = masked mean of x_old − x (verl ppo_kl; d clamped as above; with
+// raw_approx_kl the unclamped log-ratio, OpenRLHF's ppo_kl).
 //
 // Assumptions stated: gmpo uses ε_low/ε_high as bounds on the log-ratio (verl reuses clip_ratio_low/high);
-// gspo_sequence takes no dual clip and no per-token clamp (TRL, OpenRLHF); the dual clip applies to
-// ppo_clip only (verl applies it only in "vanilla").
+// gspo_sequence takes no per-token clamp (TRL, OpenRLHF); the dual clip applies to ppo_clip (verl
+// "vanilla", OpenRLHF dual_clip, TRL delta) and to gspo_sequence (TRL delta at sequence level, which
+// clamps the sequence ratio; OpenRLHF's gspo takes none).
 //
 // Bad input: ε_low < 0, ε_high < 0 (ε_high ≤ 0 for cispo_cap), dual_clip ≤ 1, log_ratio_clamp ≤ 0,
-// τ ≤ 0, shapes that disagree, advantages neither B × T nor B × 1, old_log_probs absent for a mode
+// dual_clip < 1 + ε_high with gspo_sequence, τ ≤ 0, shapes that disagree, advantages neither B × T nor B × 1, old_log_probs absent for a mode
 // that needs it → normkit::error naming the argument.
 //
 // Memory: loss (forward) and log_probs_gradient (backward) may share memory with any one B × T
@@ -66,6 +73,7 @@ enum class surrogate_mode {
     reinforce,
     gmpo,
     gft,
+    sapo_sequence,
     gpg = reinforce
 };
 
@@ -74,11 +82,12 @@ struct surrogate_options {
     surrogate_mode mode = surrogate_mode::ppo_clip;
     double epsilon_low = 0.2;         // lo = 1 − ε_low; ≥ 0
     double epsilon_high = 0.2;        // hi = 1 + ε_high; ≥ 0; cispo_cap: the absolute cap on r (> 0)
-    std::optional<double> dual_clip;  // c > 1 (verl default actor: 3.0); ppo_clip only
+    std::optional<double> dual_clip;  // c > 1 (verl default actor: 3.0); ppo_clip, gspo_sequence (TRL delta)
     double log_ratio_clamp = 20.0;    // > 0; std::numeric_limits<double>::infinity() for none (TRL)
     double tau_positive = 1.0;        // SAPO τ+
     double tau_negative = 1.05;       // SAPO τ−
     double gft_threshold = 0.5;       // GFT τ
+    bool raw_approx_kl = false;       // approx_kl from the unclamped log-ratio (OpenRLHF's ppo_kl)
 };
 
 // policy_surrogate_forward's and _backward's options: the surrogate, and the threads (default 1).

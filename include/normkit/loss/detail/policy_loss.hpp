@@ -44,7 +44,7 @@ struct policy_loss_pass {
     aggregation_plan plan;
     surrogate_parameters<C> surrogate;
     bool sequence = false, binary = true, stream = false;
-    C beta = 0, entropy_coefficient = 0;
+    C beta = 0, entropy_coefficient = 0, kl_limit = std::numeric_limits<C>::infinity();
 };
 
 // The per-chunk buffers of one thread's rows.
@@ -120,7 +120,7 @@ template <class V, class T, class C = core::compute_t<T>>
     if constexpr (V::kl) {
         batch<C> k, gk;
         kl_batch<V::estimator, V::straight_through>(core::load(chunk.x + i, c), core::load(chunk.reference + i, c),
-                                                    pass.options.kl.clamp, k, gk);
+                                                    pass.options.kl.clamp, pass.kl_limit, k, gk);
         g += batch<C>(pass.beta) * gk;
         row.kl += xsimd::select(selected, mv * k, zero);
     }
@@ -268,6 +268,7 @@ template <class T>
 void validate_policy_loss(const policy_inputs<T>& inputs, const matrix_view<T>& gradient,
                           const matrix_view<T>& entropy_gradient, const policy_loss_options& options) {
     validate(options.surrogate);
+    validate(options.kl);
     validate(inputs, options.surrogate.mode);
     const auto& x = inputs.log_probs;
     core::require(std::isfinite(options.kl_coefficient), "kl_coefficient must be finite, got ", options.kl_coefficient);
@@ -312,7 +313,8 @@ policy_loss_result policy_loss(const policy_inputs<T>& inputs, matrix_view<T> gr
         options.aggregation.mask_values == mask_rule::binary,
         streams_gradient(gradient),
         static_cast<C>(options.kl_coefficient),
-        static_cast<C>(options.entropy_coefficient)};
+        static_cast<C>(options.entropy_coefficient),
+        value_limit<C>(options.kl)};
     const double* totals = run_policy_loss(pass);
     const policy_loss_result result = policy_loss_totals(totals, options, rows);
     check_after_pass(pass.plan, totals[6], result.sequence_count, totals[8]);

@@ -22,7 +22,8 @@ struct surrogate_mode_list {};
 using every_surrogate_mode =
     surrogate_mode_list<surrogate_mode::ppo_clip, surrogate_mode::cispo_clip, surrogate_mode::cispo_cap,
                         surrogate_mode::gspo_token, surrogate_mode::gspo_sequence, surrogate_mode::sapo,
-                        surrogate_mode::reinforce, surrogate_mode::gmpo, surrogate_mode::gft>;
+                        surrogate_mode::reinforce, surrogate_mode::gmpo, surrogate_mode::gft,
+                        surrogate_mode::sapo_sequence>;
 
 template <class F, surrogate_mode... Modes>
 bool with_surrogate_mode(surrogate_mode mode, F&& f, surrogate_mode_list<Modes...>) {
@@ -40,7 +41,14 @@ inline bool uses_old_log_probs(surrogate_mode mode) {
 }
 
 inline bool is_sequence_level(surrogate_mode mode) {
-    return mode == surrogate_mode::gspo_token || mode == surrogate_mode::gspo_sequence || mode == surrogate_mode::gmpo;
+    return mode == surrogate_mode::gspo_token || mode == surrogate_mode::gspo_sequence ||
+           mode == surrogate_mode::sapo_sequence || mode == surrogate_mode::gmpo;
+}
+
+// The sequence forms whose gradient couples the tokens of a row (a vector-Jacobian product).
+inline bool is_coupled(surrogate_mode mode) {
+    return mode == surrogate_mode::gspo_sequence || mode == surrogate_mode::sapo_sequence ||
+           mode == surrogate_mode::gmpo;
 }
 
 inline void validate(const surrogate_options& options) {
@@ -54,6 +62,10 @@ inline void validate(const surrogate_options& options) {
                   "epsilon_high (the cispo_cap cap) must be > 0, got ", options.epsilon_high);
     core::require(!options.dual_clip || (std::isfinite(*options.dual_clip) && *options.dual_clip > 1),
                   "dual_clip c must be > 1, got ", options.dual_clip ? *options.dual_clip : 0.0);
+    core::require(!options.dual_clip || options.mode != surrogate_mode::gspo_sequence ||
+                      *options.dual_clip >= 1 + options.epsilon_high,
+                  "dual_clip c must be >= 1 + epsilon_high with gspo_sequence (TRL delta), got ",
+                  options.dual_clip ? *options.dual_clip : 0.0);
     core::require(options.log_ratio_clamp > 0, "log_ratio_clamp must be > 0 (infinity for none), got ",
                   options.log_ratio_clamp);
     core::require(std::isfinite(options.tau_positive) && options.tau_positive > 0 &&
@@ -88,6 +100,7 @@ template <class C>
 struct surrogate_parameters {
     surrogate_mode mode;
     C low, high, epsilon_low, epsilon_high, dual, log_clamp, tau_positive, tau_negative, threshold;
+    bool raw_metric;
 
     explicit surrogate_parameters(const surrogate_options& options)
         : mode(options.mode),
@@ -99,7 +112,8 @@ struct surrogate_parameters {
           log_clamp(static_cast<C>(options.log_ratio_clamp)),
           tau_positive(static_cast<C>(options.tau_positive)),
           tau_negative(static_cast<C>(options.tau_negative)),
-          threshold(static_cast<C>(options.gft_threshold)) {}
+          threshold(static_cast<C>(options.gft_threshold)),
+          raw_metric(options.raw_approx_kl) {}
 };
 
 // Per-row state of the sequence forms.
@@ -128,7 +142,7 @@ template <surrogate_mode M, class C>
     const batch<C> limit(p.log_clamp);
     const batch<C> d = minimum(maximum(raw, -limit), limit);
     const auto passes = absolute(raw) <= limit;
-    out.negative_log_ratio = -d;
+    out.negative_log_ratio = p.raw_metric ? -raw : -d;
     const auto ppo_form = [&](const batch<C>& r, const batch<C>& slope) {
         // ℓ = max(−A·r, −A·clip(r)); the clipped side, when strictly larger, has zero gradient.
         const batch<C> unclipped = -a * r;
@@ -169,6 +183,12 @@ template <surrogate_mode M, class C>
         const batch<C> sigma = one / (one + core::exp(-tau * (r - one)));
         out.loss = -a * sigma * (C(4) / tau);
         out.derivative = xsimd::select(passes, -a * C(4) * sigma * (one - sigma) * r, zero);
+    } else if constexpr (M == surrogate_mode::sapo_sequence) {
+        const batch<C> tau = xsimd::select(a > zero, batch<C>(p.tau_positive), batch<C>(p.tau_negative));
+        const batch<C> sigma = one / (one + core::exp(-tau * (batch<C>(row.ratio) - one)));
+        out.loss = -a * sigma * (C(4) / tau);
+        out.derivative = batch<C>(row.gradient_scale);
+        out.negative_log_ratio = -raw;
     } else if constexpr (M == surrogate_mode::reinforce) {
         out.loss = -a * x;
         out.derivative = -a;
@@ -243,6 +263,22 @@ struct row_reader {
     }
 };
 
+// D_i, the row's Σ_t v_t·∂ℓ_t/∂s from the sums of v·A over positive and negative advantages:
+// gspo_sequence's ppo form passes the gradient on the unclipped side, sapo_sequence's gate has
+// ∂/∂s σ(τ(s − 1))·4/τ = 4σ(1 − σ).
+template <class C>
+double sequence_derivative(const surrogate_parameters<C>& p, double s, double positive, double negative) {
+    if (p.mode == surrogate_mode::gspo_sequence)
+        return -(positive * (s <= static_cast<double>(p.high) ? 1.0 : 0.0) +
+                 negative * (s >= static_cast<double>(p.low) ? 1.0 : 0.0));
+    const auto slope = [s](double tau) {
+        const double sigma = 1.0 / (1.0 + std::exp(-tau * (s - 1.0)));
+        return 4.0 * sigma * (1.0 - sigma);
+    };
+    return -(positive * slope(static_cast<double>(p.tau_positive)) +
+             negative * slope(static_cast<double>(p.tau_negative)));
+}
+
 // The sequence state of the current row. `weights` (upstream ∂loss/∂ℓ, same shape) gives D_i; when
 // absent, D_i uses the mask (the caller then multiplies by its row scale a_i).
 template <class T>
@@ -279,14 +315,16 @@ sequence_state<core::compute_t<T>> sequence_row(const surrogate_parameters<core:
     if (p.mode == surrogate_mode::gspo_token) {
         state.ratio = static_cast<C>(std::exp(std::min(z, 10.0)));
         state.passes = z <= 10.0 ? C(1) : C(0);
-    } else if (p.mode == surrogate_mode::gspo_sequence) {
+    } else if (p.mode == surrogate_mode::gspo_sequence || p.mode == surrogate_mode::sapo_sequence) {
         const double limit = static_cast<double>(p.log_clamp);
-        const double s = std::exp(std::clamp(z, -limit, limit));
+        const double unclamped = std::exp(std::clamp(z, -limit, limit));
+        // TRL's delta: the ratio held at c beyond it, with no gradient there.
+        const double dual = static_cast<double>(p.dual);
+        const double s = p.mode == surrogate_mode::gspo_sequence ? std::min(unclamped, dual) : unclamped;
         state.ratio = static_cast<C>(s);
-        const double sv = static_cast<double>(state.ratio);
-        const double derivative = -(positive * (sv <= static_cast<double>(p.high) ? 1.0 : 0.0) +
-                                    negative * (sv >= static_cast<double>(p.low) ? 1.0 : 0.0));
-        state.gradient_scale = count > 0 && std::abs(z) <= limit ? static_cast<C>(derivative * s / count) : C(0);
+        const double derivative = sequence_derivative(p, static_cast<double>(state.ratio), positive, negative);
+        const bool passes = count > 0 && std::abs(z) <= limit && unclamped <= dual;
+        state.gradient_scale = passes ? static_cast<C>(derivative * s / count) : C(0);
     } else {
         const double s = std::exp(z);
         state.ratio = static_cast<C>(s);
@@ -388,7 +426,7 @@ surrogate_metrics policy_surrogate(const policy_inputs<T>& inputs, matrix_view<T
     core::require_optional_like("log_probs_gradient", gradient_out, "log_probs", x);
     const surrogate_parameters<C> p(options);
     const bool sequence = is_sequence_level(options.mode);
-    const bool coupled = options.mode == surrogate_mode::gspo_sequence || options.mode == surrogate_mode::gmpo;
+    const bool coupled = is_coupled(options.mode);
     const bool writes_gradient = upstream && !gradient_out.empty();
     const index_type cols = x.cols;
     const double* totals =
