@@ -12,8 +12,10 @@
 namespace normkit {
 
 // What a masked position (m = 0) does to a running return: carry passes it
-// unchanged (verl-new), reset stores the return there and cuts it to 0 (verl-old).
-enum class return_mask_rule { carry, reset };
+// unchanged (verl-new), reset stores the return there and cuts it to 0 (verl-old),
+// discount_through adds what the caller gives there (0 for a masked reward) and
+// discounts as at any position (OpenRLHF, which multiplies rewards and values by the mask).
+enum class return_mask_rule { carry, reset, discount_through };
 
 namespace core {
 
@@ -24,7 +26,8 @@ inline void require_discount(const char* name, double value) {
 // Over positions t = length − 1 … 0:
 //   carry: at valid t, G ← x(t) + discount·G;                    store(t, valid, G)
 //   reset: at every t, G ← x(t) + discount·G; store(t, valid, G); G ← 0 after a masked t
-// x is read only where the rule adds it (valid positions under carry).
+//   discount_through: at every t, G ← x(t) + discount·G; store(t, valid, G)
+// x is read only where the rule adds it (valid positions under carry, every position otherwise).
 template <class Valid, class Term, class Store>
 void masked_discounted_sum(index_type length, double discount, return_mask_rule rule, Valid&& valid, Term&& term,
                            Store&& store) {
@@ -37,7 +40,7 @@ void masked_discounted_sum(index_type length, double discount, return_mask_rule 
         } else {
             running = term(t) + discount * running;
             store(t, inside, running);
-            if (!inside) running = 0;
+            if (!inside && rule == return_mask_rule::reset) running = 0;
         }
     }
 }

@@ -19,9 +19,15 @@
 // - return_mask_rule::reset (verl-old): G_t = r_t + γ·G_{t+1} is stored at every
 //   position (a masked reward is read), then the running return is cut to 0
 //   after a masked token.
-// GAE always carries: V and A beyond the last valid token are 0, and A_t =
+// - return_mask_rule::discount_through (OpenRLHF get_cumulative_returns): the
+//   rewards are multiplied by the mask and the recursion runs over every position,
+//   so a masked position adds nothing but still discounts; its return is stored.
+// GAE carries by default: V and A beyond the last valid token are 0, and A_t =
 // R_t = 0 at masked positions (verl leaves the carried value there, which every
 // consumer multiplies by the mask; the values at valid tokens are identical).
+// GAE with discount_through (OpenRLHF get_advantages_and_returns) multiplies r and
+// V by the mask and runs δ_t = r_t + γ·V_{t+1} − V_t, A_t = δ_t + γλ·A_{t+1} over
+// every position, storing A and R = A + m·V everywhere; reset is not a GAE rule.
 // No whitening: the batch whitening verl applies after GAE is a normalizer
 // (advantage::reinforce_pp, advantage::group_normalize).
 //
@@ -46,8 +52,9 @@ struct discounted_returns_options {
 };
 
 struct gae_options {
-    double gamma = 1.0;   // verl's default γ
-    double lambda = 1.0;  // verl's default λ (lam)
+    double gamma = 1.0;                                    // verl's default γ
+    double lambda = 1.0;                                   // verl's default λ (lam)
+    return_mask_rule mask_rule = return_mask_rule::carry;  // verl; discount_through: OpenRLHF
 };
 
 namespace detail {

@@ -27,7 +27,12 @@ void discounted_returns(matrix_view<const T> rewards, matrix_view<const T> mask,
     for (index_type i = 0; i < mask.rows; ++i)
         core::masked_discounted_sum(
             mask.cols, options.gamma, options.mask_rule, [&](index_type t) { return is_valid(mask(i, t)); },
-            [&](index_type t) { return value_of(rewards, i, t); },
+            [&](index_type t) {
+                // discount_through reads masked positions, where a reward counts as 0.
+                return options.mask_rule == return_mask_rule::discount_through && !is_valid(mask(i, t))
+                           ? 0.0
+                           : value_of(rewards, i, t);
+            },
             [&](index_type t, bool inside, double running) {
                 returns(i, t) = to_storage<T>(core::stored_return(options.mask_rule, inside, running));
             });
@@ -42,23 +47,30 @@ void generalized_advantage_estimation(matrix_view<const T> rewards, matrix_view<
     core::require_optional_like("returns", returns, "mask", mask);
     core::require_discount("gamma", options.gamma);
     core::require_discount("lambda", options.lambda);
+    core::require(options.mask_rule != return_mask_rule::reset,
+                  "mask_rule: GAE takes carry or discount_through, not reset");
     const double gamma = options.gamma;
+    const bool through = options.mask_rule == return_mask_rule::discount_through;
     for (index_type i = 0; i < mask.rows; ++i) {
+        // Under discount_through r and V are read as m·r and m·V at every position (OpenRLHF).
+        const auto masked = [&](const matrix_view<const T>& x, index_type t) {
+            return through && !is_valid(mask(i, t)) ? 0.0 : value_of(x, i, t);
+        };
         double next_value = 0;
         const auto delta = [&](index_type t) {
-            const double value = value_of(values, i, t);
-            const double result = value_of(rewards, i, t) + gamma * next_value - value;
+            const double value = masked(values, t);
+            const double result = masked(rewards, t) + gamma * next_value - value;
             next_value = value;
             return result;
         };
         const auto store = [&](index_type t, bool inside, double running) {
-            const double advantage = inside ? running : 0.0;
+            const double advantage = inside || through ? running : 0.0;
             advantages(i, t) = to_storage<T>(advantage);
             if (!returns.empty()) returns(i, t) = to_storage<T>(advantage + (inside ? value_of(values, i, t) : 0.0));
         };
         core::masked_discounted_sum(
-            mask.cols, gamma * options.lambda, return_mask_rule::carry,
-            [&](index_type t) { return is_valid(mask(i, t)); }, delta, store);
+            mask.cols, gamma * options.lambda, options.mask_rule, [&](index_type t) { return is_valid(mask(i, t)); },
+            delta, store);
     }
 }
 
