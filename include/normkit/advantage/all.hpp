@@ -13,3 +13,4 @@
 #include "returns.hpp"
 #include "scrl.hpp"
 #include "spo.hpp"
+#include "whiten.hpp"

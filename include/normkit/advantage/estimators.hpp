@@ -11,8 +11,11 @@
 //                  covering ⌈n·τ⌉ sorted rewards, τ = 0.5          (arXiv 2510.21830; TsingZ0/verl-GAPO)
 //   pass_at_k      the group's arg-max gets r_max − r_2nd (÷ (σ_g + ε) when scaled), others 0
 //                  (verl grpo_passk; ties at the top give 0; a group of one is an error)
-//   dapo_filter    keep[i] = 1 iff i's group has min < mean < max (Yu et al. 2025, DAPO dynamic
-//                  sampling; OpenRLHF's strict inequalities); a group of one is dropped
+//   dapo_filter    keep[i] = 1 iff i's group passes the rule (Yu et al. 2025, DAPO dynamic sampling):
+//                  spread: min < mean < max, the group's own spread (the DAPO paper's 0 < accuracy < 1);
+//                  a group of one is dropped.
+//                  mean_in_range: low < mean < high, strict (OpenRLHF dynamic_filtering_range,
+//                  default (0, 1); openrlhf/trainer/ppo_utils/samples_generator.py @ 3c3be6234e0c)
 //   w_reinforce    A = λ·r for r > 0, r otherwise (Zhu et al. 2025, "The Surprising Effectiveness of
 //                  Negative Reinforcement", W-REINFORCE, λ = 0.1)
 //   dna_train      each pair of groups (real, counterfactual) rescaled to equal Σ|A|:
@@ -180,12 +183,23 @@ void pass_at_k(const Rewards& rewards, const groups& grouping, Output&& output, 
     }
 }
 
-// DAPO's dynamic-sampling mask: keep[i] = 1 when sample i's group has spread (min < mean < max).
-// Returns the number of groups kept.
+enum class dapo_filter_rule { spread, mean_in_range };
+
+struct dapo_filter_options {
+    dapo_filter_rule rule = dapo_filter_rule::spread;  // the group's own min < mean < max
+    double low = 0, high = 1;                          // mean_in_range: low < mean < high (OpenRLHF's default)
+};
+
+// DAPO's dynamic-sampling mask: keep[i] = 1 when sample i's group passes the rule. Returns the number
+// of groups kept.
 template <class Rewards>
-index_type dapo_filter(const Rewards& rewards, const groups& grouping, vector_view<std::uint8_t> keep) {
+index_type dapo_filter(const Rewards& rewards, const groups& grouping, vector_view<std::uint8_t> keep,
+                       const dapo_filter_options& options = {}) {
     const auto data = detail::const_vector(rewards);
     core::require(keep.size == data.size, "keep has length ", keep.size, " but rewards has length ", data.size);
+    core::require(options.rule != dapo_filter_rule::mean_in_range || options.low < options.high, "dapo_filter range (",
+                  options.low, ", ", options.high, ") is empty");
+    const bool in_range = options.rule == dapo_filter_rule::mean_in_range;
     const auto layout = core::resolve(grouping, data.size);
     index_type kept = 0;
     for (index_type g = 0; g < layout.count; ++g) {
@@ -199,7 +213,8 @@ index_type dapo_filter(const Rewards& rewards, const groups& grouping, vector_vi
             sum += value;
         });
         const double mean = sum / static_cast<double>(layout.members(g));
-        const std::uint8_t flag = low < mean && mean < high ? 1 : 0;
+        const std::uint8_t flag =
+            in_range ? (options.low < mean && mean < options.high ? 1 : 0) : (low < mean && mean < high ? 1 : 0);
         kept += flag;
         layout.for_members(g, [&](index_type i) { keep[i] = flag; });
     }

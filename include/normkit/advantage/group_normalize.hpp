@@ -39,7 +39,12 @@
 // - A group of one (one valid sample) matters only when the center or the scale is per group:
 //     keep_raw  μ_g = 0 and v_g = 1 as verl does, so A = r/D(1) (r/(1 + 1e-6) in verl GRPO; r in RLOO)
 //     zero      A = 0 (TRL, whose nanstd is NaN for one sample, then nan_to_num; verl rloo_vectorized)
+//     exclude   A = 0, and the sample also leaves the whitening statistics (TRL RLOOTrainer: its
+//               leave-one-out baseline is 0/0 = NaN, which nanmean/nanstd skip before nan_to_num)
 //     error     normkit::error naming the group (pass@k, OpenRLHF's assert)
+// - reward_clip_min/max clip the raw rewards before anything else (TRL RLOOTrainer's reward_clip_range);
+//   then, when inputs.sequence_kl is given, r_i ← r_i − kl_coefficient·kl_i (TRL RLOOTrainer folds
+//   β·Σ_t m·(logπ_old − logπ_ref) into the reward after the clip). NaN rewards stay NaN.
 // - Degenerate: an empty batch does nothing; a group with no valid sample gives 0; a zero-variance
 //   group gives 0 under add_to_std / inside_sqrt / clamp_variance and r − c under std_floor_skip;
 //   a variance with n − ddof ≤ 0 is 0; whitening with no valid weight leaves A = 0, and a single
@@ -89,7 +94,7 @@ enum class center_mode {
 };
 enum class scale_mode { group_std, batch_std, window_spread, none };
 enum class eps_mode { add_to_std, inside_sqrt, clamp_variance, std_floor_skip };
-enum class singleton_policy { keep_raw, zero, error };
+enum class singleton_policy { keep_raw, zero, exclude, error };
 enum class nan_policy { exclude, error };
 enum class whiten_mode { none, sample_weighted, token_weighted };
 
@@ -112,7 +117,10 @@ struct group_normalize_options : execution_options {
     whiten_options whiten;
     double clip_min = -std::numeric_limits<double>::infinity();
     double clip_max = std::numeric_limits<double>::infinity();
-    bool exclude_empty_responses = true;  // rows with no token leave the statistics
+    bool exclude_empty_responses = true;                                // rows with no token leave the statistics
+    double reward_clip_min = -std::numeric_limits<double>::infinity();  // on the raw rewards (TRL RLOO)
+    double reward_clip_max = std::numeric_limits<double>::infinity();
+    double kl_coefficient = 0;  // β of inputs.sequence_kl, subtracted from the clipped reward (TRL RLOO)
 };
 
 // Everything known about the batch. Only rewards and groups are required.
@@ -125,6 +133,7 @@ struct reward_inputs {
     matrix_view<const std::uint8_t> token_mask;  // optional [n × T]: lengths are its row sums
     vector_view<const T> baseline;               // center_mode::baseline: b_i
     std::optional<moments> batch_statistics;     // optional: batch moments of the rewards (merged)
+    vector_view<const T> sequence_kl;            // optional: kl_i folded into r_i (×kl_coefficient)
 };
 
 namespace detail {

@@ -18,7 +18,13 @@
 //   openrlhf(dr_grpo)             group mean    none         —     —                  error         error    clip ±10
 //   openrlhf(rloo)                leave-one-out none         —     —                  error         error    clip ±10
 //   openrlhf(reinforce_baseline)  group mean    none         —     —                  error         error    clip ±10, token whiten (ddof 0, max(v, 1e-8))
+//   trl_rloo(normalize, β, clip)  leave-one-out none         —     —                  exclude       exclude  raw reward clip, −β·kl_i, sample whiten (ddof 1, σ + 1e-4) if normalize
 //
+// trl_rloo: TRL trl/trainer/rloo_trainer.py @ f2cd57710ae3 (RLOOTrainer._generate_and_score_completions;
+// RLOOConfig defaults beta 0.05, normalize_advantages False, reward_clip_range None). The reward is
+// clipped raw (before the baseline), then β·kl_i is subtracted, kl_i = Σ_t m·(logπ_old − logπ_ref) given
+// as reward_inputs::sequence_kl; a group with one scorable sample has the NaN baseline 0/0, so it
+// gives 0 and leaves the whitening (singleton_policy::exclude).
 // Notes on exactness:
 // - verl_grpo_vectorized() divides by the std whatever norm_adv_by_std_in_grpo says: verl's
 //   dispatcher never forwards the flag (PR #7893); it is the current (verl-new) arithmetic with
@@ -38,7 +44,11 @@
 //   OpenRLHF's per-token KL shaping (β·kl_t) is outside this scalar normalizer.
 #pragma once
 
+#include "estimators.hpp"
 #include "group_normalize.hpp"
+#include "whiten.hpp"
+
+#include <limits>
 
 namespace normkit::advantage::presets {
 
@@ -123,6 +133,39 @@ inline group_normalize_options openrlhf(openrlhf_estimator estimator = openrlhf_
             options.whiten = whiten_options{whiten_mode::token_weighted, 0, 1e-8, eps_mode::clamp_variance};
             break;
     }
+    return options;
+}
+
+inline group_normalize_options trl_rloo(bool normalize_advantages = false, double beta = 0.05,
+                                        double reward_clip_min = -std::numeric_limits<double>::infinity(),
+                                        double reward_clip_max = std::numeric_limits<double>::infinity()) {
+    group_normalize_options options;
+    options.center = center_mode::leave_one_out;
+    options.scale = scale_mode::none;
+    options.singleton = singleton_policy::exclude;
+    options.nan = nan_policy::exclude;
+    options.reward_clip_min = reward_clip_min;
+    options.reward_clip_max = reward_clip_max;
+    options.kl_coefficient = beta;
+    if (normalize_advantages)
+        options.whiten = whiten_options{whiten_mode::sample_weighted, 1, 1e-4, eps_mode::add_to_std};
+    return options;
+}
+
+// OpenRLHF's dynamic filtering (--algo.dynamic_filtering_range, default (0, 1)): a group is kept when its
+// average score lies strictly inside the range (openrlhf/trainer/ppo_utils/samples_generator.py @ 3c3be6234e0c).
+inline dapo_filter_options openrlhf_dynamic_filtering(double low = 0, double high = 1) {
+    return {dapo_filter_rule::mean_in_range, low, high};
+}
+
+// OpenRLHF's global whitening of the gae / reinforce / reinforce_baseline advantages over every action
+// token: population variance clamped at 1e-8; no_std_norm (--algo.advantage.no_std_norm) only takes the
+// mean away (openrlhf/trainer/ppo_utils/experience_maker.py @ 3c3be6234e0c).
+inline masked_whiten_options openrlhf_whiten(bool no_std_norm = false) {
+    masked_whiten_options options;
+    options.ddof = 0;
+    options.placement = eps_mode::clamp_variance;
+    options.scale = !no_std_norm;
     return options;
 }
 

@@ -160,6 +160,9 @@ inline void check_options(const group_normalize_options& options) {
     require_whiten(options.whiten);
     core::require(!(options.clip_min > options.clip_max), "clip range [", options.clip_min, ", ", options.clip_max,
                   "] is empty");
+    core::require(!(options.reward_clip_min > options.reward_clip_max), "reward clip range [", options.reward_clip_min,
+                  ", ", options.reward_clip_max, "] is empty");
+    core::require(std::isfinite(options.kl_coefficient), "kl_coefficient must be finite, got ", options.kl_coefficient);
     core::require(options.window_fraction > 0 && options.window_fraction <= 1,
                   "window_fraction must lie in (0, 1], got ", options.window_fraction);
 }
@@ -183,6 +186,7 @@ public:
         drop_empty_ = options.exclude_empty_responses && !tokens_.empty();
         group_based_ = per_group_center(options.center) || (scaled_ && per_group_scale(options.scale));
         clipped_ = std::isfinite(options.clip_min) || std::isfinite(options.clip_max);
+        excluded_.assign(static_cast<std::size_t>(n_), 0);
     }
 
     void run() {
@@ -307,6 +311,11 @@ private:
         return true;
     }
 
+    // singleton_policy::exclude: the sample leaves the whitening too (each index written by one thread).
+    void exclude_from_whitening(index_type i) {
+        if (options_.singleton == singleton_policy::exclude) excluded_[static_cast<std::size_t>(i)] = 1;
+    }
+
     group_extras extras_of(const std::vector<index_type>& members, const std::vector<double>& values,
                            const moments& stats, std::vector<double>& sorted) const {
         group_extras extras;
@@ -352,6 +361,7 @@ private:
         if (count == 0) return;
         if (singleton_handled(static_cast<double>(count), g)) {
             out_[members[0]] = O(0);
+            exclude_from_whitening(members[0]);
             return;
         }
         const bool lonely = count == 1 && group_based_;
@@ -401,6 +411,7 @@ private:
         for (index_type i = 0; i < n_; ++i) {
             const index_type g = group_of[i];
             out_[i] = !is_valid(i) || zeroed[g] ? O(0) : advantage(i, static_cast<double>(in_.rewards[i]), scales[g]);
+            if (zeroed[g]) exclude_from_whitening(i);
         }
     }
 
@@ -526,13 +537,14 @@ private:
         const whiten_options& whiten = options_.whiten;
         if (whiten.mode == whiten_mode::none) return;
         const bool by_tokens = whiten.mode == whiten_mode::token_weighted;
+        const auto whitens = [&](index_type i) { return is_valid(i) && !excluded_[static_cast<std::size_t>(i)]; };
         const auto whitened = core::two_pass_moments([&](auto&& sink) {
             for (index_type i = 0; i < n_; ++i)
-                if (is_valid(i)) sink(static_cast<double>(out_[i]), by_tokens ? tokens_[i] : 1.0);
+                if (whitens(i)) sink(static_cast<double>(out_[i]), by_tokens ? tokens_[i] : 1.0);
         });
         const double denominator = divisor(whitened.variance(whiten.ddof), whiten.eps, whiten.placement);
         for (index_type i = 0; i < n_; ++i)
-            out_[i] = is_valid(i) && whitened.count > 0
+            out_[i] = whitens(i) && whitened.count > 0
                           ? static_cast<O>((static_cast<double>(out_[i]) - whitened.mean) / denominator)
                           : O(0);
     }
@@ -545,13 +557,36 @@ private:
     const core::group_layout* layout_ = nullptr;
     const std::vector<index_type>* dense_ = nullptr;
     std::vector<double> tokens_;
+    std::vector<std::uint8_t> excluded_;
     moments batch_;
     std::atomic<index_type> bad_reward_{-1}, lonely_group_{-1};
 };
 
+// The rewards after the raw clip and the folded KL (TRL RLOOTrainer's order), in their storage type.
+template <class T>
+std::vector<T> adjusted_rewards(const reward_inputs<T>& in, const group_normalize_options& options) {
+    const index_type n = in.rewards.size;
+    core::require(in.sequence_kl.empty() || in.sequence_kl.size == n, "sequence_kl has length ", in.sequence_kl.size,
+                  " but rewards has length ", n);
+    std::vector<T> rewards(static_cast<std::size_t>(n));
+    for (index_type i = 0; i < n; ++i) {
+        double r = static_cast<double>(in.rewards[i]);
+        if (!std::isnan(r)) r = std::min(std::max(r, options.reward_clip_min), options.reward_clip_max);
+        if (!in.sequence_kl.empty()) r -= options.kl_coefficient * static_cast<double>(in.sequence_kl[i]);
+        rewards[static_cast<std::size_t>(i)] = static_cast<T>(r);
+    }
+    return rewards;
+}
+
 template <class T, class O>
 void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group_normalize_options& options) {
-    normalizer<T, O>(in, out, options).run();
+    if (in.sequence_kl.empty() && !std::isfinite(options.reward_clip_min) && !std::isfinite(options.reward_clip_max))
+        return normalizer<T, O>(in, out, options).run();
+    check_options(options);
+    const std::vector<T> rewards = adjusted_rewards(in, options);
+    reward_inputs<T> adjusted = in;
+    adjusted.rewards = vector_view<const T>(rewards.data(), in.rewards.size);
+    normalizer<T, O>(adjusted, out, options).run();
 }
 
 }  // namespace normkit::advantage::detail

@@ -1,0 +1,165 @@
+// The advantage module against numbers from the frameworks' own functions (tests/advantage/golden_*.hpp
+// and tests/credit/golden_openrlhf.hpp, written by scripts/golden/*.py; each table names its file,
+// function and commit).
+#include "../credit/golden_openrlhf.hpp"
+#include "golden_trl.hpp"
+#include "golden_verl.hpp"
+#include "support.hpp"
+
+#include <normkit/advantage/all.hpp>
+
+#include <Eigen/Core>
+
+using namespace normkit;
+using golden::golden_case;
+
+namespace {
+
+using matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+matrix as_matrix(const golden_case& c, const char* key) {
+    const auto rows = static_cast<index_type>(c.scalar("rows")), cols = static_cast<index_type>(c.scalar("cols"));
+    REQUIRE(static_cast<index_type>(c[key].size()) == rows * cols);
+    return Eigen::Map<const matrix>(c[key].data(), rows, cols);
+}
+
+void check_close(const double* actual, const std::vector<double>& expected, double tolerance = 1e-12) {
+    for (std::size_t k = 0; k < expected.size(); ++k) {
+        INFO("element " << k);
+        CHECK(actual[k] == Approx(expected[k]).margin(tolerance).epsilon(tolerance));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("golden: TRL RLOOTrainer advantages (presets::trl_rloo)", "[advantage][golden]") {
+    const auto& cases = golden::trl::rloo();
+    REQUIRE(cases.size() >= 5);
+    for (const auto& c : cases) {
+        INFO(c.name);
+        // TRL's reward: nansum over the reward functions, NaN when every function returned None.
+        const auto functions = static_cast<std::size_t>(c.scalar("functions"));
+        const auto& per_function = c["rewards_per_func"];
+        std::vector<double> rewards(per_function.size() / functions);
+        for (std::size_t i = 0; i < rewards.size(); ++i) {
+            double sum = 0;
+            bool scored = false;
+            for (std::size_t k = 0; k < functions; ++k)
+                if (!std::isnan(per_function[i * functions + k])) {
+                    sum += per_function[i * functions + k];
+                    scored = true;
+                }
+            rewards[i] = scored ? sum : NAN;
+        }
+        advantage::reward_inputs<double> inputs;
+        inputs.rewards = rewards;
+        inputs.grouping = contiguous_groups(static_cast<index_type>(c.scalar("group_size")));
+        if (c.scalar("beta") != 0) inputs.sequence_kl = c["sequence_kl"];
+        std::vector<double> advantages(rewards.size());
+        advantage::group_normalize(inputs, advantages,
+                                   advantage::presets::trl_rloo(c.scalar("normalize") != 0, c.scalar("beta"),
+                                                                c.scalar("clip_low"), c.scalar("clip_high")));
+        // TRL's nanstd forms the Bessel factor count/(count − 1) from integer tensors, which torch divides in
+        // float32: the whitened cases agree to that float rounding (~3e-8 relative), the others exactly.
+        check_close(advantages.data(), c["advantages"], c.scalar("normalize") != 0 ? 1e-7 : 1e-12);
+    }
+}
+
+TEST_CASE("golden: verl masked_whiten", "[advantage][golden]") {
+    const auto& cases = golden::verl::masked_whiten();
+    REQUIRE(cases.size() >= 5);
+    for (const auto& c : cases) {
+        INFO(c.name);
+        const matrix values = as_matrix(c, "values"), mask = as_matrix(c, "mask");
+        matrix out(values.rows(), values.cols());
+        advantage::masked_whiten_options options;
+        options.shift_mean = c.scalar("shift_mean") != 0;
+        const auto stats = advantage::masked_whiten(values, mask, out, options);
+        // verl's masked_mean divides by Σm + 1e-8: its mean is low by μ·1e-8/N, which an offset batch shows
+        // (μ = 1e4: a shift of μ·1e-8/(N·D) ≈ 2.4e-5 in the output; a constant batch: 6e-6 where normkit
+        // gives 0); normkit takes the exact mean.
+        const double shift = std::abs(stats.mean) * 1e-8 / stats.count / std::sqrt(stats.variance(1) + 1e-8);
+        check_close(out.data(), c["whitened"], 1e-9 + 2 * shift);
+    }
+}
+
+TEST_CASE("golden: OpenRLHF global whitening and no_std_norm (presets::openrlhf_whiten)", "[advantage][golden]") {
+    const auto& cases = golden::openrlhf::whiten();
+    REQUIRE(cases.size() >= 5);
+    for (const auto& c : cases) {
+        INFO(c.name);
+        const matrix values = as_matrix(c, "advantages"), mask = as_matrix(c, "mask");
+        matrix out(values.rows(), values.cols());
+        advantage::masked_whiten(values, mask, out, advantage::presets::openrlhf_whiten(c.scalar("no_std_norm") != 0));
+        if (std::string(c.name) == "std_constant") {
+            // OpenRLHF's float32 mean of a constant 0.7 leaves a residue of 1.2e-8, which rsqrt(1e-8) turns
+            // into 1.2e-4; the double two-pass mean gives 0 exactly.
+            CHECK(out.cwiseAbs().maxCoeff() == 0.0);
+            CHECK(std::abs(c["whitened"][0]) < 2e-4);
+            continue;
+        }
+        // OpenRLHF whitens .float() advantages: float32 arithmetic, agreement to float rounding.
+        check_close(out.data(), c["whitened"], 1e-6);
+    }
+}
+
+TEST_CASE("masked_whiten: degenerate input and bad input", "[advantage][golden]") {
+    const matrix values = matrix::Constant(2, 3, 4.0), none = matrix::Zero(2, 3), all = matrix::Ones(2, 3);
+    matrix out(2, 3);
+    const auto stats = advantage::masked_whiten(values, none, out);
+    CHECK(stats.count == 0);
+    CHECK(out(0, 0) == Approx(4.0 / std::sqrt(1e-8)));  // μ = 0, v = 0: (x − 0)/√(0 + ε)
+    advantage::masked_whiten(values, all, out);
+    CHECK(out.cwiseAbs().maxCoeff() == 0.0);  // a constant batch gives 0
+    matrix wrong(2, 2);
+    CHECK_THROWS_WITH(advantage::masked_whiten(values, none, wrong), Catch::Contains("output"));
+    advantage::masked_whiten_options bad;
+    bad.ddof = 2;
+    CHECK_THROWS_WITH(advantage::masked_whiten(values, none, out, bad), Catch::Contains("ddof"));
+}
+
+TEST_CASE("golden: OpenRLHF dynamic filtering (dapo_filter mean_in_range) beside DAPO's spread rule",
+          "[advantage][golden]") {
+    const auto& cases = golden::openrlhf::dynamic_filtering();
+    REQUIRE(cases.size() >= 5);
+    for (const auto& c : cases) {
+        INFO(c.name);
+        const auto& scores = c["scores"];
+        std::vector<std::uint8_t> keep(scores.size());
+        const auto kept =
+            advantage::dapo_filter(scores, contiguous_groups(static_cast<index_type>(scores.size())), keep,
+                                   advantage::presets::openrlhf_dynamic_filtering(c.scalar("low"), c.scalar("high")));
+        CHECK(kept == static_cast<index_type>(c.scalar("kept")));
+    }
+    // The two rules differ: [0.2, 0.4, 0.9] has spread, but its mean 0.5 lies outside (0.6, 1).
+    const std::vector<double> rewards = {0.2, 0.4, 0.9};
+    std::vector<std::uint8_t> keep(3);
+    CHECK(advantage::dapo_filter(rewards, contiguous_groups(3), keep) == 1);
+    CHECK(advantage::dapo_filter(rewards, contiguous_groups(3), keep,
+                                 advantage::presets::openrlhf_dynamic_filtering(0.6, 1.0)) == 0);
+    CHECK_THROWS_WITH(advantage::dapo_filter(rewards, contiguous_groups(3), keep,
+                                             advantage::presets::openrlhf_dynamic_filtering(1.0, 0.0)),
+                      Catch::Contains("range"));
+}
+
+TEST_CASE("golden: verl OPO, a group whose responses are all empty (verl NaN, normkit the unweighted mean)",
+          "[advantage][golden]") {
+    const auto& c = golden::verl::opo().at(0);
+    const matrix rewards = as_matrix(c, "token_level_rewards"), mask = as_matrix(c, "response_mask");
+    std::vector<double> scores(4);
+    std::vector<std::int64_t> lengths(4);
+    for (index_type i = 0; i < 4; ++i) {
+        scores[i] = rewards.row(i).sum();
+        lengths[i] = static_cast<std::int64_t>(mask.row(i).sum());
+    }
+    std::vector<double> advantages(4);
+    const std::vector<std::int64_t> ids = {0, 0, 1, 1};
+    advantage::opo(scores, group_ids(ids), lengths, advantages);
+    // verl: 0/0 for group "a" (its advantages are NaN); normkit: r − mean = ±0.25.
+    CHECK(std::isnan(c["advantages"][0]));
+    CHECK(advantages[0] == Approx(0.25));
+    CHECK(advantages[1] == Approx(-0.25));
+    // Group "b" agrees with verl: the per-sample value on the first valid token of each row.
+    CHECK(advantages[2] == Approx(c["advantages"][6]));
+    CHECK(advantages[3] == Approx(c["advantages"][9]));
+}
