@@ -36,5 +36,6 @@
 #include "loss/aggregate.hpp"
 #include "loss/kl.hpp"
 #include "loss/policy_loss.hpp"
+#include "loss/rollout_correction.hpp"
 #include "loss/presets.hpp"
 #include "loss/surrogate.hpp"

@@ -111,3 +111,149 @@ TEST_CASE("golden: TRL sapo at importance_sampling_level=sequence (surrogate_mod
         check_policy_case(c, options, true);
     }
 }
+
+#include "golden_verl.hpp"
+
+#include <normkit/loss/rollout_correction.hpp>
+
+namespace {
+
+loss::presets::trl_is_mode trl_mode(const golden_case& c) {
+    const bool sequence = c.scalar("sequence") != 0, truncate = c.scalar("truncate") != 0;
+    using mode = loss::presets::trl_is_mode;
+    return sequence ? (truncate ? mode::sequence_truncate : mode::sequence_mask)
+                    : (truncate ? mode::token_truncate : mode::token_mask);
+}
+
+std::optional<double> optional_bound(double value) { return value < 0 ? std::optional<double>{} : value; }
+
+}  // namespace
+
+TEST_CASE("golden: verl compute_rollout_correction_weights (token / sequence, TIS / IcePop, batch normalization)",
+          "[loss][golden]") {
+    const auto& cases = golden::verl::rollout_is_weights();
+    REQUIRE(cases.size() >= 5);
+    for (const auto& c : cases) {
+        INFO(c.name);
+        const index_type rows = rows_of(c), cols = cols_of(c);
+        // log_ratio = x − x_r: x_r = 0 and x = the log-ratio.
+        const matrix x = as_matrix(c["log_ratio"], rows, cols), zero = matrix::Zero(rows, cols),
+                     mask = as_matrix(c["mask"], rows, cols);
+        matrix weights(rows, cols);
+        loss::rollout_correction_weights(
+            x, zero, mask, weights,
+            loss::presets::verl_rollout_is(c.scalar("sequence") != 0, c.scalar("upper"),
+                                           optional_bound(c.scalar("lower")), c.scalar("batch_normalize") != 0));
+        // verl's batch mean divides by Σm + 1e-8: a relative 1e-8/N on the normalized weights.
+        check_close(weights, c["weights"], 1e-8);
+    }
+}
+
+TEST_CASE("golden: TRL vLLM importance-sampling ratio, its four modes, and the dapo loss it weighs", "[loss][golden]") {
+    const auto& ratios = golden::trl::vllm_is_ratio();
+    const auto& losses = golden::trl::vllm_is_loss();
+    REQUIRE(ratios.size() >= 5);
+    REQUIRE(losses.size() == ratios.size());
+    for (std::size_t k = 0; k < ratios.size(); ++k) {
+        const auto& c = ratios[k];
+        INFO(c.name);
+        const index_type rows = rows_of(c), cols = cols_of(c);
+        const matrix old = as_matrix(c["old_log_probs"], rows, cols),
+                     sampling = as_matrix(c["sampling_log_probs"], rows, cols), mask = as_matrix(c["mask"], rows, cols);
+        matrix weights(rows, cols);
+        loss::rollout_correction_weights(
+            old, sampling, mask, weights,
+            loss::presets::trl_vllm_is(trl_mode(c), c.scalar("clip_max"), optional_bound(c.scalar("clip_min"))));
+        for (index_type i = 0; i < rows * cols; ++i)
+            if (c["mask"][i] != 0) CHECK(weights.data()[i] == Approx(c["ratio"][i]).epsilon(1e-12).margin(1e-12));
+        // The loss the ratio multiplies (dapo: token mean over num_items_in_batch).
+        auto options = loss::presets::trl(loss::presets::trl_loss_type::dapo);
+        const golden_case& l = losses[k];
+        const matrix x = as_matrix(l["log_probs"], rows, cols), advantages = as_matrix(l["advantages"], rows, 1);
+        auto inputs = loss::make_policy_inputs(x, old, advantages, mask);
+        inputs.is_weights = view(weights);
+        matrix gradient(rows, cols);
+        const auto result = loss::policy_loss(inputs, gradient, {}, options);
+        CHECK(result.loss == Approx(l.scalar("loss")).epsilon(1e-10).margin(1e-12));
+        check_close(gradient, l["gradient"]);
+    }
+}
+
+TEST_CASE("golden: OpenRLHF PolicyLoss vLLM IS correction (tis, icepop, seq-mask-tis)", "[loss][golden]") {
+    const auto& cases = golden::openrlhf::is_correction();
+    REQUIRE(cases.size() == 6);
+    const loss::presets::openrlhf_is_type types[] = {loss::presets::openrlhf_is_type::tis,
+                                                     loss::presets::openrlhf_is_type::icepop,
+                                                     loss::presets::openrlhf_is_type::seq_mask_tis};
+    for (std::size_t k = 0; k < cases.size(); ++k) {
+        const auto& c = cases[k];
+        INFO(c.name << " " << k);
+        const index_type rows = rows_of(c), cols = cols_of(c);
+        const matrix x = as_matrix(c["log_probs"], rows, cols), old = as_matrix(c["old_log_probs"], rows, cols),
+                     rollout = as_matrix(c["rollout_log_probs"], rows, cols), mask = as_matrix(c["mask"], rows, cols),
+                     advantages = as_matrix(c["advantages"], rows, cols);
+        matrix weights(rows, cols), gradient(rows, cols);
+        loss::rollout_correction_weights(
+            old, rollout, mask, weights,
+            loss::presets::openrlhf_vllm_is(types[k / 2], c.scalar("threshold_low"), c.scalar("threshold_high")));
+        auto inputs = loss::make_policy_inputs(x, old, advantages, mask);
+        inputs.is_weights = view(weights);
+        const auto result = loss::policy_loss(inputs, gradient, {}, loss::presets::openrlhf_ppo());
+        CHECK(result.loss == Approx(c.scalar("loss")).epsilon(1e-10).margin(1e-12));
+        check_close(gradient, c["gradient"]);
+        CHECK(result.metrics.approx_kl == Approx(c.scalar("ppo_kl")).margin(1e-12));
+    }
+}
+
+TEST_CASE("golden: verl compute_policy_loss_reinforce (presets::verl_reinforce, with rollout IS weights)",
+          "[loss][golden]") {
+    const auto& cases = golden::verl::reinforce_loss();
+    REQUIRE(cases.size() >= 5);
+    const loss::aggregation_mode modes[] = {loss::aggregation_mode::token_mean, loss::aggregation_mode::token_sum,
+                                            loss::aggregation_mode::seq_mean_token_sum,
+                                            loss::aggregation_mode::seq_mean_token_mean};
+    for (const auto& c : cases) {
+        INFO(c.name);
+        const index_type rows = rows_of(c), cols = cols_of(c);
+        const matrix x = as_matrix(c["log_probs"], rows, cols), rollout = as_matrix(c["rollout_log_probs"], rows, cols),
+                     mask = as_matrix(c["mask"], rows, cols), advantages = as_matrix(c["advantages"], rows, cols);
+        matrix weights = c["is_weights"].empty() ? matrix() : as_matrix(c["is_weights"], rows, cols);
+        auto options = loss::presets::verl_reinforce();
+        options.aggregation.mode = modes[static_cast<int>(c.scalar("mode"))];
+        auto inputs = loss::make_policy_inputs(x, rollout, advantages, mask);
+        if (weights.size() > 0) inputs.is_weights = view(weights);
+        matrix gradient(rows, cols);
+        const auto result = loss::policy_loss(inputs, gradient, {}, options);
+        // verl's seq-mean-token-mean divides each row by |o_i| + 1e-8: a relative 1e-8/|o_i| per row (rows may cancel).
+        const double tolerance = options.aggregation.mode == loss::aggregation_mode::seq_mean_token_mean ? 5e-8 : 1e-10;
+        CHECK(result.loss == Approx(c.scalar("loss")).epsilon(tolerance).margin(1e-12));
+        check_close(gradient, c["gradient"], tolerance);
+        CHECK(result.metrics.approx_kl == Approx(c.scalar("ppo_kl")).margin(1e-12));
+    }
+}
+
+TEST_CASE("is_weights scale the surrogate without touching the token-mean denominator; bad weights are named",
+          "[loss][golden]") {
+    const matrix x = (matrix(1, 2) << -1.0, -2.0).finished(), old = x, advantages = matrix::Ones(1, 2),
+                 mask = matrix::Ones(1, 2), half = matrix::Constant(1, 2, 0.5);
+    auto inputs = loss::make_policy_inputs(x, old, advantages, mask);
+    inputs.is_weights = view(half);
+    const auto weighted = loss::policy_loss(inputs, {}, {}, loss::presets::verl_actor());
+    CHECK(weighted.loss == Approx(-0.5));  // mean of 0.5·(−1·1) over two tokens
+    auto as_mask = loss::presets::verl_actor();
+    as_mask.aggregation.mask_values = loss::mask_rule::weights;
+    const auto masked = loss::policy_loss(loss::make_policy_inputs(x, old, advantages, half), {}, {}, as_mask);
+    CHECK(masked.loss == Approx(-1.0));  // a weighted mask divides by Σm = 1 instead
+    const matrix wrong = matrix::Ones(2, 2);
+    inputs.is_weights = view(wrong);
+    CHECK_THROWS_WITH(loss::policy_loss(inputs, {}, {}, loss::presets::verl_actor()), Catch::Contains("is_weights"));
+    inputs.is_weights = view(half);
+    auto sequence = loss::presets::verl_actor();
+    sequence.surrogate.mode = loss::surrogate_mode::gspo_sequence;
+    sequence.surrogate.dual_clip.reset();
+    CHECK_THROWS_WITH(loss::policy_loss(inputs, {}, {}, sequence), Catch::Contains("is_weights"));
+    loss::rollout_correction_options bad;
+    bad.lower = 3.0;
+    matrix w(1, 2);
+    CHECK_THROWS_WITH(loss::rollout_correction_weights(x, old, mask, w, bad), Catch::Contains("lower"));
+}

@@ -21,6 +21,10 @@
 //                        @ 3c3be6234e0c                                                   token-mean; approx_kl of the raw log-ratio (its ppo_kl)
 //   k3_plus()            verl @ 1dda039b9c63       verl/trainer/ppo/core_algos.py         kl_options: "k3+", k3's value with k2's gradient
 //                                                  (kl_penalty)                           (straight-through)
+//   verl_reinforce()     verl @ 1dda039b9c63       verl/trainer/ppo/core_algos.py         reinforce (−A·logπ·w with is_weights), seq-mean-token-
+//                                                  (compute_policy_loss_reinforce,        sum, ppo_kl of the raw log-ratio against the rollout
+//                                                  compute_policy_loss_bypass_mode)       log-probs passed as old_log_probs; bypass ppo_clip is
+//                                                                                         verl_actor() with old = rollout (no IS weights)
 //   openrlhf_kl(k)       OpenRLHF @ 3c3be6234e0c   openrlhf/models/utils.py               kl_options: estimator k (k1 default), no verl
 //                                                  (compute_approx_kl)                    clamps, every value clamped to ±10
 //
@@ -96,6 +100,17 @@ inline policy_loss_options openrlhf_ppo() {
 inline kl_options k3_plus() {
     kl_options options;
     options.straight_through = true;
+    return options;
+}
+
+// verl's compute_policy_loss_reinforce (bypass mode, loss_type="reinforce"): ℓ = −A·logπ (times
+// policy_inputs::is_weights, the rollout IS weights), seq-mean-token-sum, ppo_kl of the raw log-ratio
+// against the rollout log-probs given as old_log_probs.
+inline policy_loss_options verl_reinforce() {
+    policy_loss_options options;
+    options.surrogate.mode = surrogate_mode::reinforce;
+    options.surrogate.raw_approx_kl = true;
+    options.aggregation.mode = aggregation_mode::seq_mean_token_sum;
     return options;
 }
 

@@ -49,7 +49,8 @@
 //
 // Bad input: ε_low < 0, ε_high < 0 (ε_high ≤ 0 for cispo_cap), dual_clip ≤ 1, log_ratio_clamp ≤ 0,
 // dual_clip < 1 + ε_high with gspo_sequence, τ ≤ 0, shapes that disagree, advantages neither B × T nor B × 1, old_log_probs absent for a mode
-// that needs it → normkit::error naming the argument.
+// that needs it, is_weights shaped neither B × T nor B × 1 or beside a coupled sequence form →
+// normkit::error naming the argument.
 //
 // Memory: loss (forward) and log_probs_gradient (backward) may share memory with any one B × T
 // input, loss_gradient included (a row's chunk is read before it is written); not with each other.
@@ -116,6 +117,11 @@ struct policy_inputs {
     matrix_view<const T> mask;
     matrix_view<const T> ref_log_probs;
     matrix_view<const T> entropies;
+    // Optional B × T or B × 1 factor w ≥ 0 on the surrogate (rollout importance-sampling correction,
+    // loss/rollout_correction.hpp): ℓ_t ← w_t·ℓ_t and ∂ℓ_t/∂x ← w_t·∂ℓ_t/∂x, w detached. Unlike a
+    // weighted mask it leaves every aggregation count alone (verl rollout_is_weights, TRL's vLLM IS
+    // ratio, OpenRLHF vllm_is). Not for the coupled sequence forms (gspo_sequence, sapo_sequence, gmpo).
+    matrix_view<const T> is_weights;
 };
 
 // A gradient beside policy_inputs<T> (B × T, its storage type): Eigen data, a view, or {} (absent).

@@ -71,7 +71,7 @@ struct policy_row {
 template <class T>
 struct policy_chunk {
     using C = core::compute_t<T>;
-    const C *x, *old, *advantages, *mask, *reference, *entropies;
+    const C *x, *old, *advantages, *mask, *reference, *entropies, *is_weights;
     T *gradient, *entropy_gradient;
 };
 
@@ -140,6 +140,11 @@ template <class V, class T, class C = core::compute_t<T>>
     const auto bad = pass.binary ? (selected & (mv != one)) : !((mv >= zero) & (mv < infinity));
     batch<C> ell, g;
     surrogate_step<V>(pass, chunk, buffers, i, c, mv, selected, state, metrics, ell, g);
+    if (chunk.is_weights) {  // the rollout correction weighs the surrogate only, not KL or entropy
+        const auto w = core::load(chunk.is_weights + i, c);
+        ell *= w;
+        g *= w;
+    }
     kl_entropy_step<V>(pass, chunk, i, c, mv, selected, g, row);
     if (chunk.gradient) store_gradient(pass, chunk.gradient + i, c, xsimd::select(selected, row.a * mv * g, zero));
     if (chunk.entropy_gradient)
@@ -160,6 +165,7 @@ template <class V, class T, class C = core::compute_t<T>>
     chunk.old = reader.old(offset, n, chunk.x);
     chunk.advantages = reader.advantages(offset, n);
     chunk.mask = reader.mask(offset, n);
+    chunk.is_weights = reader.is_weights(offset, n);
     if constexpr (!V::fused_ppo)
         surrogate_chunk(pass.surrogate, state, chunk.x, chunk.old, chunk.advantages, chunk.mask, n, buffers.loss.values,
                         buffers.derivative.values, metrics);

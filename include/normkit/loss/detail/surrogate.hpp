@@ -94,6 +94,15 @@ void validate(const policy_inputs<T>& inputs, surrogate_mode mode) {
     core::require_optional_like("mask", inputs.mask, "log_probs", x);
     core::require_optional_like("ref_log_probs", inputs.ref_log_probs, "log_probs", x);
     core::require_optional_like("entropies", inputs.entropies, "log_probs", x);
+    if (!inputs.is_weights.empty()) {
+        core::require(
+            inputs.is_weights.rows == x.rows && (inputs.is_weights.cols == x.cols || inputs.is_weights.cols == 1),
+            "is_weights has shape ", inputs.is_weights.rows, "x", inputs.is_weights.cols, " but log_probs has shape ",
+            x.rows, "x", x.cols);
+        core::require(!is_coupled(mode),
+                      "is_weights cannot weigh a coupled sequence form (gspo_sequence, sapo_sequence, gmpo): their "
+                      "tokens share one gradient");
+    }
 }
 
 template <class C>
@@ -228,7 +237,7 @@ template <class T>
 struct row_reader {
     using C = core::compute_t<T>;
     const policy_inputs<T>& inputs;
-    chunk_buffer<C> x_buffer, old_buffer, advantage_buffer, mask_buffer, ones, extra_buffer;
+    chunk_buffer<C> x_buffer, old_buffer, advantage_buffer, mask_buffer, ones, extra_buffer, weight_buffer;
     index_type row = 0;
     bool broadcast = false;
 
@@ -260,6 +269,16 @@ struct row_reader {
     }
     const C* extra(const matrix_view<const T>& source, index_type offset, index_type n) {
         return compute_chunk(source.row(row) + offset, n, extra_buffer.values);
+    }
+    // The row's importance-sampling factors (broadcast when B × 1); nullptr when absent.
+    const C* is_weights(index_type offset, index_type n) {
+        const auto& w = inputs.is_weights;
+        if (w.empty()) return nullptr;
+        if (w.cols == 1 && inputs.log_probs.cols != 1) {
+            std::fill(weight_buffer.values, weight_buffer.values + chunk_size, core::to_compute(w(row, 0)));
+            return weight_buffer.values;
+        }
+        return compute_chunk(w.row(row) + offset, n, weight_buffer.values);
     }
 };
 
@@ -376,6 +395,16 @@ void surrogate_chunk(const surrogate_parameters<C>& p, const sequence_state<C>& 
     });
 }
 
+// ℓ and ∂ℓ/∂x of a chunk times its importance-sampling factors (none: unchanged).
+template <class C>
+void weigh_chunk(const C* weights, index_type n, C* loss, C* derivative) {
+    if (!weights) return;
+    for (index_type i = 0; i < n; ++i) {
+        loss[i] *= weights[i];
+        derivative[i] *= weights[i];
+    }
+}
+
 // Adds a row's metric sums into partial[0..3].
 template <class C>
 void add_surrogate_sums(const surrogate_sums<C>& sums, double* partial) {
@@ -443,6 +472,7 @@ surrogate_metrics policy_surrogate(const policy_inputs<T>& inputs, matrix_view<T
                     const C* mc = reader.mask(offset, n);
                     surrogate_chunk(p, state, xc, reader.old(offset, n, xc), reader.advantages(offset, n), mc, n,
                                     loss_buffer.values, derivative_buffer.values, sums);
+                    weigh_chunk(reader.is_weights(offset, n), n, loss_buffer.values, derivative_buffer.values);
                     if (!loss_out.empty()) store_chunk(loss_out.row(row) + offset, loss_buffer.values, n);
                     if (writes_gradient)
                         store_surrogate_gradient(derivative_buffer.values, mc,
