@@ -37,5 +37,6 @@
 #include "loss/kl.hpp"
 #include "loss/policy_loss.hpp"
 #include "loss/rollout_correction.hpp"
+#include "loss/value_loss.hpp"
 #include "loss/presets.hpp"
 #include "loss/surrogate.hpp"

@@ -257,3 +257,124 @@ TEST_CASE("is_weights scale the surrogate without touching the token-mean denomi
     matrix w(1, 2);
     CHECK_THROWS_WITH(loss::rollout_correction_weights(x, old, mask, w, bad), Catch::Contains("lower"));
 }
+
+#include <normkit/loss/value_loss.hpp>
+
+TEST_CASE("golden: verl compute_value_loss and OpenRLHF ValueLoss (loss::value_loss)", "[loss][golden]") {
+    const loss::aggregation_mode modes[] = {loss::aggregation_mode::token_mean, loss::aggregation_mode::token_sum,
+                                            loss::aggregation_mode::seq_mean_token_sum,
+                                            loss::aggregation_mode::seq_mean_token_mean};
+    const auto check = [](const golden_case& c, const loss::value_loss_options& options, double tolerance) {
+        INFO(c.name);
+        const index_type rows = rows_of(c), cols = cols_of(c);
+        const matrix v = as_matrix(c["values"], rows, cols), old = as_matrix(c["old_values"], rows, cols),
+                     returns = as_matrix(c["returns"], rows, cols), mask = as_matrix(c["mask"], rows, cols);
+        matrix gradient(rows, cols);
+        const auto result = loss::value_loss(v, old, returns, mask, gradient, options);
+        CHECK(result.loss == Approx(c.scalar("loss")).epsilon(tolerance).margin(1e-12));
+        check_close(gradient, c["gradient"], tolerance);
+        if (c.has("clip_fraction")) CHECK(result.clip_fraction == Approx(c.scalar("clip_fraction")).margin(1e-12));
+    };
+    const auto& verl_cases = golden::verl::value_loss();
+    REQUIRE(verl_cases.size() >= 5);
+    for (const auto& c : verl_cases) {
+        auto options = loss::presets::verl_value(c.scalar("clip"));
+        options.aggregation.mode = modes[static_cast<int>(c.scalar("mode"))];
+        // verl's seq-mean-token-mean divides each row by |o_i| + 1e-8.
+        check(c, options, options.aggregation.mode == loss::aggregation_mode::seq_mean_token_mean ? 5e-8 : 1e-10);
+    }
+    const auto& openrlhf_cases = golden::openrlhf::value_loss();
+    REQUIRE(openrlhf_cases.size() >= 5);
+    for (const auto& c : openrlhf_cases) {
+        const std::optional<double> clip =
+            c.scalar("clip") > 0 ? std::optional<double>(c.scalar("clip")) : std::nullopt;
+        // OpenRLHF's sample mode divides each row by |o_i| + 1e-8 too.
+        check(c, loss::presets::openrlhf_value(clip, c.scalar("token_level") != 0),
+              c.scalar("token_level") != 0 ? 1e-10 : 5e-8);
+    }
+    const matrix a = matrix::Ones(2, 2), b(2, 3);
+    CHECK_THROWS_WITH(loss::value_loss(a, a, b), Catch::Contains("returns"));
+    loss::value_loss_options negative;
+    negative.clip = -1.0;
+    CHECK_THROWS_WITH(loss::value_loss(a, a, a, {}, {}, negative), Catch::Contains("clip"));
+}
+
+TEST_CASE("golden: verl dppo_tv and dppo_kl (presets::verl_dppo)", "[loss][golden]") {
+    for (const bool binary_kl : {false, true}) {
+        const auto& cases = binary_kl ? golden::verl::dppo_kl() : golden::verl::dppo_tv();
+        REQUIRE(cases.size() >= 5);
+        for (const auto& c : cases) {
+            auto options = loss::presets::verl_dppo(binary_kl, c.scalar("clip_ratio_c"));
+            options.surrogate.epsilon_low = c.scalar("epsilon_low");
+            options.surrogate.epsilon_high = c.scalar("epsilon_high");
+            const auto result = check_policy_case(c, options, false);
+            CHECK(result.metrics.clip_fraction == Approx(c.scalar("clip_fraction")).margin(1e-12));
+            CHECK(result.metrics.clip_fraction_lower == Approx(c.scalar("clip_fraction_lower")).margin(1e-12));
+            CHECK(result.metrics.approx_kl == Approx(c.scalar("ppo_kl")).margin(1e-12));
+        }
+    }
+}
+
+TEST_CASE("golden: TRL luspo and vespo (presets::trl)", "[loss][golden]") {
+    const auto& luspo = golden::trl::luspo();
+    REQUIRE(luspo.size() >= 5);
+    for (const auto& c : luspo) {
+        auto options = loss::presets::trl(loss::presets::trl_loss_type::luspo);
+        options.surrogate.epsilon_high = c.scalar("epsilon_high");
+        check_policy_case(c, options, true);
+    }
+    const auto& vespo = golden::trl::vespo();
+    REQUIRE(vespo.size() >= 5);
+    for (const auto& c : vespo) {
+        // TRL folds the vLLM IS ratio into vespo's sequence weight; normkit's vespo does not (is_ratio case left out).
+        if (c.has("is_ratio")) continue;
+        check_policy_case(c, loss::presets::trl(loss::presets::trl_loss_type::vespo), true);
+    }
+}
+
+TEST_CASE("golden: TRL use_bias_correction_kl (kl_options::bias_correction)", "[loss][golden]") {
+    const auto& cases = golden::trl::bias_correction_kl();
+    REQUIRE(cases.size() >= 5);
+    const loss::presets::trl_loss_type types[] = {
+        loss::presets::trl_loss_type::grpo, loss::presets::trl_loss_type::bnpo, loss::presets::trl_loss_type::dapo};
+    for (const auto& c : cases) {
+        INFO(c.name);
+        const index_type rows = rows_of(c), cols = cols_of(c);
+        auto options = loss::presets::trl(types[static_cast<int>(c.scalar("loss_type"))], {}, c.scalar("beta"));
+        options.kl.bias_correction = true;
+        const matrix x = as_matrix(c["log_probs"], rows, cols), old = as_matrix(c["old_log_probs"], rows, cols),
+                     mask = as_matrix(c["mask"], rows, cols), ref = as_matrix(c["ref_log_probs"], rows, cols),
+                     advantages = as_matrix(c["advantages"], rows, 1);
+        const auto inputs = loss::make_policy_inputs(x, old, advantages, mask, ref);
+        matrix gradient(rows, cols);
+        if (c.scalar("sequence_level") != 0) {
+            // TRL's sequence level multiplies the KL by the sequence ratio, coupling a row's KL terms: rejected.
+            options.surrogate.mode = loss::surrogate_mode::gspo_sequence;
+            CHECK_THROWS_WITH(loss::policy_loss(inputs, gradient, {}, options), Catch::Contains("bias_correction"));
+            continue;
+        }
+        const auto result = loss::policy_loss(inputs, gradient, {}, options);
+        CHECK(result.loss == Approx(c.scalar("loss")).epsilon(1e-10).margin(1e-12));
+        check_close(gradient, c["gradient"]);
+    }
+}
+
+TEST_CASE("golden: TRL off_policy_mask_threshold (off_policy_sequence_mask into is_weights)", "[loss][golden]") {
+    const auto& cases = golden::trl::off_policy_mask();
+    REQUIRE(cases.size() >= 5);
+    for (const auto& c : cases) {
+        INFO(c.name);
+        const index_type rows = rows_of(c), cols = cols_of(c);
+        const matrix x = as_matrix(c["log_probs"], rows, cols), old = as_matrix(c["old_log_probs"], rows, cols),
+                     mask = as_matrix(c["mask"], rows, cols), sampling = as_matrix(c["sampling_log_probs"], rows, cols),
+                     advantages = as_matrix(c["advantages"], rows, 1);
+        matrix keep(rows, 1), gradient(rows, cols);
+        loss::off_policy_sequence_mask(x, sampling, advantages, mask, keep, c.scalar("threshold"));
+        auto inputs = loss::make_policy_inputs(x, old, advantages, mask);
+        inputs.is_weights = view(keep);
+        const auto result =
+            loss::policy_loss(inputs, gradient, {}, loss::presets::trl(loss::presets::trl_loss_type::dapo));
+        CHECK(result.loss == Approx(c.scalar("loss")).epsilon(1e-10).margin(1e-12));
+        check_close(gradient, c["gradient"]);
+    }
+}

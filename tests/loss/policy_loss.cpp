@@ -129,9 +129,10 @@ void check_policy_loss(const loss::policy_loss_options& options, index_type rows
 }
 
 const std::vector<surrogate_mode> all_surrogates = {
-    surrogate_mode::ppo_clip,      surrogate_mode::cispo_clip,   surrogate_mode::cispo_cap, surrogate_mode::gspo_token,
-    surrogate_mode::gspo_sequence, surrogate_mode::sapo,         surrogate_mode::reinforce, surrogate_mode::gmpo,
-    surrogate_mode::gft,           surrogate_mode::sapo_sequence};
+    surrogate_mode::ppo_clip,      surrogate_mode::cispo_clip,    surrogate_mode::cispo_cap, surrogate_mode::gspo_token,
+    surrogate_mode::gspo_sequence, surrogate_mode::sapo,          surrogate_mode::reinforce, surrogate_mode::gmpo,
+    surrogate_mode::gft,           surrogate_mode::sapo_sequence, surrogate_mode::dppo_tv,   surrogate_mode::dppo_kl,
+    surrogate_mode::vespo};
 const std::vector<aggregation_mode> all_aggregations = {aggregation_mode::token_mean,
                                                         aggregation_mode::token_sum,
                                                         aggregation_mode::seq_mean_token_sum,

@@ -18,9 +18,10 @@ namespace {
 using loss::surrogate_mode;
 
 const std::vector<surrogate_mode> all_surrogates = {
-    surrogate_mode::ppo_clip,      surrogate_mode::cispo_clip,   surrogate_mode::cispo_cap, surrogate_mode::gspo_token,
-    surrogate_mode::gspo_sequence, surrogate_mode::sapo,         surrogate_mode::reinforce, surrogate_mode::gmpo,
-    surrogate_mode::gft,           surrogate_mode::sapo_sequence};
+    surrogate_mode::ppo_clip,      surrogate_mode::cispo_clip,    surrogate_mode::cispo_cap, surrogate_mode::gspo_token,
+    surrogate_mode::gspo_sequence, surrogate_mode::sapo,          surrogate_mode::reinforce, surrogate_mode::gmpo,
+    surrogate_mode::gft,           surrogate_mode::sapo_sequence, surrogate_mode::dppo_tv,   surrogate_mode::dppo_kl,
+    surrogate_mode::vespo};
 
 loss::surrogate_options options_for(surrogate_mode mode) {
     loss::surrogate_options options;
@@ -28,6 +29,7 @@ loss::surrogate_options options_for(surrogate_mode mode) {
     options.epsilon_low = 0.2;
     options.epsilon_high = mode == surrogate_mode::cispo_cap ? 1.3 : 0.28;
     if (mode == surrogate_mode::ppo_clip) options.dual_clip = 3.0;
+    if (mode == surrogate_mode::dppo_tv || mode == surrogate_mode::dppo_kl) options.dual_clip = 1.3;
     options.gft_threshold = 0.3;
     return options;
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <normkit/loss/policy_loss.hpp>
+#include <normkit/loss/rollout_correction.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -103,7 +104,7 @@ inline std::vector<double> surrogate(const std::vector<double>& x, const std::ve
     const auto m_at = [&](std::ptrdiff_t k) { return mask.empty() ? 1.0 : mask[k]; };
     for (std::ptrdiff_t i = 0; i < rows; ++i) {
         // Row means for the sequence forms.
-        long double count = 0, log_ratio = 0, log_ratio_detached = 0, pessimistic = 0;
+        long double count = 0, log_ratio = 0, log_ratio_detached = 0, pessimistic = 0, vespo_sum = 0;
         for (std::ptrdiff_t t = 0; t < cols; ++t) {
             const std::ptrdiff_t k = i * cols + t;
             const double m = m_at(k);
@@ -111,6 +112,7 @@ inline std::vector<double> surrogate(const std::vector<double>& x, const std::ve
             count += m;
             log_ratio += m * (x[k] - old[k]);
             log_ratio_detached += m * (detached[k] - old[k]);
+            vespo_sum += m * clamp_to(detached[k] - old[k], -20, 20);
             const double d = clamp_to(x[k] - old[k], -C, C), A = advantages[k];
             const double g = A > 0 ? std::min(d, o.epsilon_high) : (A < 0 ? std::max(d, -o.epsilon_low) : 0.0);
             pessimistic += m * g;
@@ -118,6 +120,14 @@ inline std::vector<double> surrogate(const std::vector<double>& x, const std::ve
         const double z = count > 0 ? static_cast<double>(log_ratio / count) : 0.0;
         const double z_detached = count > 0 ? static_cast<double>(log_ratio_detached / count) : 0.0;
         const double gmpo_ratio = std::exp(count > 0 ? static_cast<double>(pessimistic / count) : 0.0);
+        // TRL's get_gamma_weights, literally.
+        const double log_w = clamp_to(static_cast<double>(vespo_sum), std::log(1e-8), 20.0), w = std::exp(log_w);
+        const auto phi = [&](double A) {
+            const double k = A >= 0 ? o.vespo_k_positive : o.vespo_k_negative;
+            const double lambda = std::max(A >= 0 ? o.vespo_lambda_positive : o.vespo_lambda_negative, 1e-4);
+            const double value = std::exp(lambda + k * log_w - lambda * w);
+            return std::isfinite(value) ? value : 0.0;
+        };
         for (std::ptrdiff_t t = 0; t < cols; ++t) {
             const std::ptrdiff_t k = i * cols + t;
             const double A = advantages[k];
@@ -159,6 +169,25 @@ inline std::vector<double> surrogate(const std::vector<double>& x, const std::ve
                 }
                 case surrogate_mode::reinforce:
                     value = -A * x[k];
+                    break;
+                case surrogate_mode::dppo_tv:
+                case surrogate_mode::dppo_kl: {
+                    // verl: the truncated ratio and the validity mask are detached.
+                    const double c = o.dual_clip ? *o.dual_clip : INFINITY;
+                    const double p = std::exp(detached[k]), p_old = std::exp(old[k]);
+                    bool valid;
+                    if (o.mode == surrogate_mode::dppo_tv) {
+                        valid = A > 0 ? p - p_old <= o.epsilon_high : p - p_old >= -o.epsilon_low;
+                    } else {
+                        const double b = p_old * (old[k] - detached[k]) +
+                                         (1 - p_old) * std::log((1 - p_old + 1e-8) / (1 - p + 1e-8));
+                        valid = A > 0 ? (b <= o.epsilon_high || p <= p_old) : (b <= o.epsilon_low || p >= p_old);
+                    }
+                    value = valid ? -A * std::min(r_detached, c) * x[k] : 0.0;
+                    break;
+                }
+                case surrogate_mode::vespo:
+                    value = -phi(A) * A * x[k];
                     break;
                 case surrogate_mode::gmpo:
                     value = -A * gmpo_ratio;
@@ -216,6 +245,52 @@ inline double policy_loss(const std::vector<double>& x, const std::vector<double
         if (o.entropy_coefficient != 0) ell[k] -= o.entropy_coefficient * entropies[k];
     }
     return aggregate(ell, mask, shape, o.aggregation);
+}
+
+// ½·max((v − R)², (clip(v, old ± c) − R)²) per token (value_loss.hpp), aggregated; c < 0 for none.
+inline double value_loss(const std::vector<double>& v, const std::vector<double>& old,
+                         const std::vector<double>& target, const std::vector<double>& mask, loss_shape shape,
+                         double clip, const loss::aggregation_options& options) {
+    std::vector<double> ell(v.size());
+    for (std::size_t k = 0; k < v.size(); ++k) {
+        const double unclipped = (v[k] - target[k]) * (v[k] - target[k]);
+        const double vc = clip < 0 ? v[k] : clamp_to(v[k], old[k] - clip, old[k] + clip);
+        ell[k] = 0.5 * std::max(unclipped, (vc - target[k]) * (vc - target[k]));
+    }
+    return aggregate(ell, mask, shape, options);
+}
+
+// The rollout IS weights of rollout_correction.hpp, literally (no batch normalization).
+inline std::vector<double> rollout_weights(const std::vector<double>& x, const std::vector<double>& rollout,
+                                           const std::vector<double>& mask, loss_shape shape,
+                                           const loss::rollout_correction_options& o) {
+    const auto [rows, cols] = shape;
+    std::vector<double> w(x.size(), 0.0);
+    const double lower = o.lower ? *o.lower : -INFINITY, C = o.log_ratio_clamp;
+    for (std::ptrdiff_t i = 0; i < rows; ++i) {
+        long double sum = 0, count = 0;
+        for (std::ptrdiff_t t = 0; t < cols; ++t)
+            if (mask[i * cols + t] != 0) {
+                sum += x[i * cols + t] - rollout[i * cols + t];
+                count += 1;
+            }
+        const double geometric = std::exp(count > 0 ? static_cast<double>(sum / count) : 0.0);
+        for (std::ptrdiff_t t = 0; t < cols; ++t) {
+            const std::ptrdiff_t k = i * cols + t;
+            if (mask[k] == 0) continue;
+            const double token = std::exp(clamp_to(x[k] - rollout[k], -C, C));
+            if (o.level == loss::correction_level::sequence_mean_filter) {
+                w[k] = lower <= geometric && geometric <= o.upper ? token : 0.0;
+                continue;
+            }
+            const double rho = o.level == loss::correction_level::sequence
+                                   ? std::exp(clamp_to(static_cast<double>(sum), -C, C))
+                                   : token;
+            w[k] = o.bound == loss::correction_bound::truncate ? clamp_to(rho, lower, o.upper)
+                                                               : (lower <= rho && rho <= o.upper ? rho : 0.0);
+        }
+    }
+    return w;
 }
 
 }  // namespace normkit::reference

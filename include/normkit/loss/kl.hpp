@@ -12,6 +12,8 @@
 // per-token KL) the formula is used as written.
 // value_limit = c (OpenRLHF's compute_approx_kl: c = 10 for every estimator, loss::presets::openrlhf_kl())
 // clamps the value of any estimator to [−c, c] after the rest, the derivative 0 where it is active.
+// bias_correction (TRL's use_bias_correction_kl, in policy_loss, token-level surrogates only): the
+// estimate times the unclamped, undetached ratio r = e^(x − x_old), so ∂(k·r)/∂x = (∂k/∂x + k)·r.
 // straight_through (verl's "+" suffix, "k3+", loss::presets::k3_plus()): the value of the named
 // estimator with the gradient of k2, i.e. ∂k/∂x = d.
 //
@@ -43,6 +45,7 @@ struct kl_options {
     bool straight_through = false;      // "+": the value of `estimator`, the gradient of k2
     bool clamp = true;                  // verl's clamps on k3 (±20 on the log-ratio, ±10 on the value)
     std::optional<double> value_limit;  // c > 0: every estimator's value clamped to ±c (OpenRLHF: 10)
+    bool bias_correction = false;  // policy_loss only: k ← k·r, r = e^(x − x_old) (TRL use_bias_correction_kl)
 };
 
 // kl_penalty's options: the estimator, and the threads (default 1; any count gives the same bits).

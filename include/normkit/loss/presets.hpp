@@ -16,7 +16,9 @@
 //                                                                                         (÷B÷L, L = max_completion_length); dapo, cispo: token-mean
 //                                                                                         (give global_token_count = num_items_in_batch and
 //                                                                                         data_parallel_size = num_processes); cispo: cispo_cap,
-//                                                                                         ε_high = 5.0; sapo: τ 1.0/1.05
+//                                                                                         ε_high = 5.0; sapo: τ 1.0/1.05; luspo: gspo_sequence,
+//                                                                                         seq_mean_token_sum over every row (TRL: mean_i ℓ_i·|o_i|);
+//                                                                                         vespo: vespo (k, λ) = (2, 3) / (3, 2), token-mean
 //   openrlhf_ppo()       OpenRLHF/OpenRLHF         openrlhf/models/loss.py (PolicyLoss)   PPO clip ε 0.2/0.2, log-ratio clamp ±20, no dual clip,
 //                        @ 3c3be6234e0c                                                   token-mean; approx_kl of the raw log-ratio (its ppo_kl)
 //   k3_plus()            verl @ 1dda039b9c63       verl/trainer/ppo/core_algos.py         kl_options: "k3+", k3's value with k2's gradient
@@ -25,6 +27,8 @@
 //                                                  (compute_policy_loss_reinforce,        sum, ppo_kl of the raw log-ratio against the rollout
 //                                                  compute_policy_loss_bypass_mode)       log-probs passed as old_log_probs; bypass ppo_clip is
 //                                                                                         verl_actor() with old = rollout (no IS weights)
+//   verl_dppo(kl, c)     verl @ 1dda039b9c63       verl/trainer/ppo/core_algos.py         dppo_tv / dppo_kl: ε 0.2/0.2 thresholds, ratio truncated
+//                                                  (compute_policy_loss_dppo_tv/_dppo_kl) at c = clip_ratio_c (3.0), token-mean
 //   openrlhf_kl(k)       OpenRLHF @ 3c3be6234e0c   openrlhf/models/utils.py               kl_options: estimator k (k1 default), no verl
 //                                                  (compute_approx_kl)                    clamps, every value clamped to ±10
 //
@@ -51,7 +55,7 @@ inline policy_loss_options verl_actor(bool use_kl_loss = false) {
     return options;
 }
 
-enum class trl_loss_type { grpo, bnpo, dr_grpo, dapo, cispo, sapo };
+enum class trl_loss_type { grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo };
 
 inline policy_loss_options trl(trl_loss_type loss_type, std::optional<double> max_completion_length = {},
                                double beta = 0.0) {
@@ -71,7 +75,13 @@ inline policy_loss_options trl(trl_loss_type loss_type, std::optional<double> ma
         case trl_loss_type::bnpo:
         case trl_loss_type::dapo:
         case trl_loss_type::cispo:
+        case trl_loss_type::vespo:
             aggregation.mode = aggregation_mode::token_mean;
+            break;
+        case trl_loss_type::luspo:  // mean over B of ℓ_i·|o_i|, the sequence-level ppo form
+            aggregation.mode = aggregation_mode::seq_mean_token_sum;
+            aggregation.count_empty_rows = true;
+            options.surrogate.mode = surrogate_mode::gspo_sequence;
             break;
         case trl_loss_type::dr_grpo:
             aggregation.mode = aggregation_mode::seq_mean_token_sum_norm;
@@ -85,6 +95,7 @@ inline policy_loss_options trl(trl_loss_type loss_type, std::optional<double> ma
         options.surrogate.epsilon_high = 5.0;
     }
     if (loss_type == trl_loss_type::sapo) options.surrogate.mode = surrogate_mode::sapo;
+    if (loss_type == trl_loss_type::vespo) options.surrogate.mode = surrogate_mode::vespo;
     return options;
 }
 
@@ -100,6 +111,16 @@ inline policy_loss_options openrlhf_ppo() {
 inline kl_options k3_plus() {
     kl_options options;
     options.straight_through = true;
+    return options;
+}
+
+// verl's DPPO (compute_policy_loss_dppo_tv / _dppo_kl): ε 0.2/0.2 as the divergence thresholds, the ratio
+// truncated at clip_ratio_c (ActorConfig's 3.0; the paper recommends a large value such as 20), token-mean.
+inline policy_loss_options verl_dppo(bool binary_kl = false, double clip_ratio_c = 3.0) {
+    policy_loss_options options;
+    options.surrogate.mode = binary_kl ? surrogate_mode::dppo_kl : surrogate_mode::dppo_tv;
+    options.surrogate.dual_clip = clip_ratio_c;
+    options.aggregation.mode = aggregation_mode::token_mean;
     return options;
 }
 

@@ -53,6 +53,14 @@ double rollout_correction_weights(const LogProbs& log_probs, const_matrix_t<LogP
                                   const_matrix_t<LogProbs> mask, Weights&& weights,
                                   const rollout_correction_options& options = {});
 
+// TRL's off-policy sequence mask (off_policy_mask_threshold δ, DeepSeek-V3.2's OPSM, GRPOTrainer.
+// get_off_policy_mask): keep[i] = 1 if A_i ≥ 0 or Σ_t m·(x_s − x)/max(1, Σ_t m) ≤ δ, else 0, with x_s the
+// sampler's log-probs; keep (B × 1) multiplies into policy_inputs::is_weights. advantages B × 1.
+template <class LogProbs, class Keep>
+void off_policy_sequence_mask(const LogProbs& log_probs, const_matrix_t<LogProbs> sampling_log_probs,
+                              const_matrix_t<LogProbs> advantages, const_matrix_t<LogProbs> mask, Keep&& keep,
+                              double threshold);
+
 namespace presets {
 
 // verl rollout_is="token"|"sequence", rollout_is_threshold = upper (TIS) or "lower_upper" (IcePop).
@@ -166,7 +174,40 @@ double rollout_correction_weights(matrix_view<const T> x, matrix_view<const T> r
     return mean;
 }
 
+template <class T>
+void off_policy_sequence_mask(matrix_view<const T> x, matrix_view<const T> sampling, matrix_view<const T> advantages,
+                              matrix_view<const T> mask, matrix_view<T> keep, double threshold) {
+    core::require(!std::isnan(threshold), "threshold is NaN");
+    core::require_data("log_probs", x);
+    core::require_like("sampling_log_probs", sampling, "log_probs", x);
+    core::require_optional_like("mask", mask, "log_probs", x);
+    core::require(advantages.rows == x.rows && advantages.cols == 1 && keep.rows == x.rows && keep.cols == 1,
+                  "advantages and keep must be ", x.rows, "x1, got ", advantages.rows, "x", advantages.cols, " and ",
+                  keep.rows, "x", keep.cols);
+    for (index_type i = 0; i < x.rows; ++i) {
+        double count = 0, sum = 0;
+        for (index_type t = 0; t < x.cols; ++t) {
+            const double m = mask.empty() ? 1.0 : static_cast<double>(core::to_compute(mask(i, t)));
+            count += m;
+            sum += m * (static_cast<double>(core::to_compute(sampling(i, t))) -
+                        static_cast<double>(core::to_compute(x(i, t))));
+        }
+        const bool kept =
+            static_cast<double>(core::to_compute(advantages(i, 0))) >= 0 || sum / std::max(count, 1.0) <= threshold;
+        keep(i, 0) = core::from_compute<T>(kept ? 1 : 0);
+    }
+}
+
 }  // namespace detail
+
+template <class LogProbs, class Keep>
+void off_policy_sequence_mask(const LogProbs& log_probs, const_matrix_t<LogProbs> sampling_log_probs,
+                              const_matrix_t<LogProbs> advantages, const_matrix_t<LogProbs> mask, Keep&& keep,
+                              double threshold) {
+    using T = element_t<LogProbs>;
+    static_assert(same_storage_v<T, LogProbs, Keep>, "off_policy_sequence_mask: one storage type");
+    detail::off_policy_sequence_mask<T>(view(log_probs), sampling_log_probs, advantages, mask, view(keep), threshold);
+}
 
 template <class LogProbs, class Weights>
 double rollout_correction_weights(const LogProbs& log_probs, const_matrix_t<LogProbs> rollout_log_probs,

@@ -20,6 +20,17 @@
 //   sapo           ℓ = −A·σ(τ(r − 1))·4/τ, τ = τ+ if A > 0 else τ−   (verl and TRL "sapo")
 //   sapo_sequence  the sapo gate on the sequence ratio s_i of gspo_sequence, gradient through the mean
 //                  (TRL loss_type="sapo" with importance_sampling_level="sequence")
+//   dppo_tv        ℓ = −A·sg(min(r, c))·x·v, v = 1 if (A > 0 and p − p_old ≤ ε_high) or (A ≤ 0 and
+//                  p − p_old ≥ −ε_low), else 0; p = e^x, c = dual_clip (verl clip_ratio_c, none: no
+//                  truncation) (DPPO, arXiv 2602.04879; verl "dppo_tv")
+//   dppo_kl        the same with v from the binary KL b = p_old·(x_old − x) + (1 − p_old)·
+//                  log((1 − p_old + 1e-8)/(1 − p + 1e-8)): A > 0: b ≤ ε_high or p ≤ p_old; A ≤ 0:
+//                  b ≤ ε_low or p ≥ p_old (verl "dppo_kl"); clip_fraction = share with v = 0,
+//                  clip_fraction_lower = share with v = 1 and r > c (verl's metrics)
+//   vespo          ℓ = −sg(φ_i)·A·x, log w_i = clamp(Σ_t m·clamp(d_t, ±20), ln 1e-8, 20), φ_i =
+//                  exp(λ + k·log w_i − λ·w_i) with (k, λ) = (k+, λ+) if A ≥ 0 else (k−, λ−), λ ≥ 1e-4,
+//                  a non-finite φ → 0 (TRL loss_type="vespo", get_gamma_weights; without its folding
+//                  of the vLLM IS ratio into w)
 //   reinforce/gpg  ℓ = −A·x                              (GPG, Chu et al. 2025; verl "gpg")
 //   gmpo           per token the pessimistic clipped log-ratio g = min(d, ε_high) for A > 0,
 //                  max(d, −ε_low) for A < 0, 0 for A = 0 (verl "geo_mean": sign(A)·min(sign(A)·d,
@@ -75,6 +86,9 @@ enum class surrogate_mode {
     gmpo,
     gft,
     sapo_sequence,
+    dppo_tv,
+    dppo_kl,
+    vespo,
     gpg = reinforce
 };
 
@@ -89,6 +103,10 @@ struct surrogate_options {
     double tau_negative = 1.05;       // SAPO τ−
     double gft_threshold = 0.5;       // GFT τ
     bool raw_approx_kl = false;       // approx_kl from the unclamped log-ratio (OpenRLHF's ppo_kl)
+    double vespo_k_positive = 2.0;    // TRL vespo_k_pos
+    double vespo_lambda_positive = 3.0;
+    double vespo_k_negative = 3.0;
+    double vespo_lambda_negative = 2.0;
 };
 
 // policy_surrogate_forward's and _backward's options: the surrogate, and the threads (default 1).

@@ -119,8 +119,14 @@ template <class V, class T, class C = core::compute_t<T>>
     const batch<C> zero(C(0));
     if constexpr (V::kl) {
         batch<C> k, gk;
-        kl_batch<V::estimator, V::straight_through>(core::load(chunk.x + i, c), core::load(chunk.reference + i, c),
-                                                    pass.options.kl.clamp, pass.kl_limit, k, gk);
+        const batch<C> x = core::load(chunk.x + i, c);
+        kl_batch<V::estimator, V::straight_through>(x, core::load(chunk.reference + i, c), pass.options.kl.clamp,
+                                                    pass.kl_limit, k, gk);
+        if (pass.options.kl.bias_correction) {  // TRL: k·r with r undetached
+            const batch<C> r = core::exp(x - core::load(chunk.old + i, c));
+            gk = (gk + k) * r;
+            k *= r;
+        }
         g += batch<C>(pass.beta) * gk;
         row.kl += xsimd::select(selected, mv * k, zero);
     }
@@ -282,6 +288,10 @@ void validate_policy_loss(const policy_inputs<T>& inputs, const matrix_view<T>& 
                   options.entropy_coefficient);
     core::require(!options.use_kl_loss || !inputs.ref_log_probs.empty() || x.size() == 0,
                   "ref_log_probs are needed when use_kl_loss is set");
+    core::require(!options.use_kl_loss || !options.kl.bias_correction ||
+                      (!inputs.old_log_probs.empty() && !is_sequence_level(options.surrogate.mode)),
+                  "kl.bias_correction needs old_log_probs and a token-level surrogate (the sequence ratio of TRL's "
+                  "sequence level would couple the KL terms of a row)");
     core::require(options.entropy_coefficient == 0 || !inputs.entropies.empty() || x.size() == 0,
                   "entropies are needed when entropy_coefficient is not 0");
     core::require_optional_like("log_probs_gradient", gradient, "log_probs", x);

@@ -23,7 +23,8 @@ using every_surrogate_mode =
     surrogate_mode_list<surrogate_mode::ppo_clip, surrogate_mode::cispo_clip, surrogate_mode::cispo_cap,
                         surrogate_mode::gspo_token, surrogate_mode::gspo_sequence, surrogate_mode::sapo,
                         surrogate_mode::reinforce, surrogate_mode::gmpo, surrogate_mode::gft,
-                        surrogate_mode::sapo_sequence>;
+                        surrogate_mode::sapo_sequence, surrogate_mode::dppo_tv, surrogate_mode::dppo_kl,
+                        surrogate_mode::vespo>;
 
 template <class F, surrogate_mode... Modes>
 bool with_surrogate_mode(surrogate_mode mode, F&& f, surrogate_mode_list<Modes...>) {
@@ -42,7 +43,7 @@ inline bool uses_old_log_probs(surrogate_mode mode) {
 
 inline bool is_sequence_level(surrogate_mode mode) {
     return mode == surrogate_mode::gspo_token || mode == surrogate_mode::gspo_sequence ||
-           mode == surrogate_mode::sapo_sequence || mode == surrogate_mode::gmpo;
+           mode == surrogate_mode::sapo_sequence || mode == surrogate_mode::gmpo || mode == surrogate_mode::vespo;
 }
 
 // The sequence forms whose gradient couples the tokens of a row (a vector-Jacobian product).
@@ -74,6 +75,9 @@ inline void validate(const surrogate_options& options) {
                   options.tau_negative);
     core::require(std::isfinite(options.gft_threshold) && options.gft_threshold >= 0,
                   "gft_threshold must be finite and >= 0, got ", options.gft_threshold);
+    core::require(std::isfinite(options.vespo_k_positive) && std::isfinite(options.vespo_k_negative) &&
+                      std::isfinite(options.vespo_lambda_positive) && std::isfinite(options.vespo_lambda_negative),
+                  "the vespo k and lambda must be finite");
 }
 
 template <class T>
@@ -110,6 +114,7 @@ struct surrogate_parameters {
     surrogate_mode mode;
     C low, high, epsilon_low, epsilon_high, dual, log_clamp, tau_positive, tau_negative, threshold;
     bool raw_metric;
+    double vespo[4];  // k+, λ+, k−, λ−
 
     explicit surrogate_parameters(const surrogate_options& options)
         : mode(options.mode),
@@ -122,15 +127,18 @@ struct surrogate_parameters {
           tau_positive(static_cast<C>(options.tau_positive)),
           tau_negative(static_cast<C>(options.tau_negative)),
           threshold(static_cast<C>(options.gft_threshold)),
-          raw_metric(options.raw_approx_kl) {}
+          raw_metric(options.raw_approx_kl),
+          vespo{options.vespo_k_positive, options.vespo_lambda_positive, options.vespo_k_negative,
+                options.vespo_lambda_negative} {}
 };
 
 // Per-row state of the sequence forms.
 template <class C>
 struct sequence_state {
-    C ratio = 1;           // s_i (gspo) or R_i (gmpo)
-    C passes = 1;          // gspo_token: 1 if z ≤ 10 (the clamp passes the gradient)
-    C gradient_scale = 0;  // gspo_sequence, gmpo: D_i·s_i/n_i with D_i = Σ_t v_t ∂ℓ_t/∂s
+    C ratio = 1;                           // s_i (gspo) or R_i (gmpo)
+    C phi_positive = 1, phi_negative = 1;  // vespo: φ_i for A ≥ 0 and A < 0
+    C passes = 1;                          // gspo_token: 1 if z ≤ 10 (the clamp passes the gradient)
+    C gradient_scale = 0;                  // gspo_sequence, gmpo: D_i·s_i/n_i with D_i = Σ_t v_t ∂ℓ_t/∂s
 };
 
 template <class C>
@@ -198,6 +206,33 @@ template <surrogate_mode M, class C>
         out.loss = -a * sigma * (C(4) / tau);
         out.derivative = batch<C>(row.gradient_scale);
         out.negative_log_ratio = -raw;
+    } else if constexpr (M == surrogate_mode::dppo_tv || M == surrogate_mode::dppo_kl) {
+        const batch<C> r = core::exp(d), dual(p.dual);
+        const batch<C> truncated = minimum(r, dual);
+        const batch<C> probability = core::exp(x), old_probability = core::exp(old);
+        const auto positive = a > zero;
+        core::batch_mask<C> valid;
+        if constexpr (M == surrogate_mode::dppo_tv) {
+            const batch<C> change = probability - old_probability;
+            valid =
+                (positive & (change <= batch<C>(p.epsilon_high))) | (!positive & (change >= -batch<C>(p.epsilon_low)));
+        } else {
+            const batch<C> tiny(C(1e-8));
+            const batch<C> binary_kl =
+                old_probability * (old - x) +
+                (one - old_probability) * xsimd::log((one - old_probability + tiny) / (one - probability + tiny));
+            valid = (positive & ((binary_kl <= batch<C>(p.epsilon_high)) | (probability <= old_probability))) |
+                    (!positive & ((binary_kl <= batch<C>(p.epsilon_low)) | (probability >= old_probability)));
+        }
+        const batch<C> v = xsimd::select(valid, one, zero);
+        out.loss = -a * truncated * x * v;
+        out.derivative = -a * truncated * v;
+        out.clipped = one - v;
+        out.clipped_lower = xsimd::select(r > dual, v, zero);
+    } else if constexpr (M == surrogate_mode::vespo) {
+        const batch<C> phi = xsimd::select(a >= zero, batch<C>(row.phi_positive), batch<C>(row.phi_negative));
+        out.loss = -phi * a * x;
+        out.derivative = -phi * a;
     } else if constexpr (M == surrogate_mode::reinforce) {
         out.loss = -a * x;
         out.derivative = -a;
@@ -224,6 +259,8 @@ inline core::batch<C> sequence_log_ratio(const surrogate_parameters<C>& p, const
                                          const core::batch<C>& old, const core::batch<C>& a) {
     using core::batch;
     const batch<C> raw = x - old;
+    // vespo sums TRL's per-token clamp ±20 of the log-ratio.
+    if (p.mode == surrogate_mode::vespo) return minimum(maximum(raw, batch<C>(C(-20))), batch<C>(C(20)));
     if (p.mode != surrogate_mode::gmpo) return raw;
     const batch<C> limit(p.log_clamp), zero(C(0));
     const batch<C> d = minimum(maximum(raw, -limit), limit);
@@ -331,7 +368,16 @@ sequence_state<core::compute_t<T>> sequence_row(const surrogate_parameters<core:
         negative += static_cast<double>(sums[3]);
     }
     const double z = count > 0 ? log_ratio_sum / count : 0.0;
-    if (p.mode == surrogate_mode::gspo_token) {
+    if (p.mode == surrogate_mode::vespo) {
+        const double log_w = std::clamp(log_ratio_sum, std::log(1e-8), 20.0), w = std::exp(log_w);
+        const auto phi = [&](double k, double lambda) {
+            lambda = std::max(lambda, 1e-4);
+            const double value = std::exp(lambda + k * log_w - lambda * w);
+            return std::isfinite(value) ? static_cast<C>(value) : C(0);
+        };
+        state.phi_positive = phi(p.vespo[0], p.vespo[1]);
+        state.phi_negative = phi(p.vespo[2], p.vespo[3]);
+    } else if (p.mode == surrogate_mode::gspo_token) {
         state.ratio = static_cast<C>(std::exp(std::min(z, 10.0)));
         state.passes = z <= 10.0 ? C(1) : C(0);
     } else if (p.mode == surrogate_mode::gspo_sequence || p.mode == surrogate_mode::sapo_sequence) {
