@@ -44,6 +44,16 @@ template <class C>
         return _mm512_scalef_ps(p, n);
     }
 #endif
+    if constexpr (std::is_same_v<C, double>) {
+        // xsimd converts n = round(x·log2 e) to int64 before it selects 0 or inf for an x out of
+        // range, element by element in C++ (its double → int64 cast on SSE2, AVX2 and AVX-512 BW),
+        // where a NaN, an inf or |x| > 2⁶³·ln 2 is undefined behaviour. Clamped to [−750, 710], x gives the same 0 or
+        // inf (xsimd's own limits are −708.4 and 709.8) and every other x the same bits; NaN is put
+        // back by the last select (masked log-probs, −inf logits: tests/fuzz/FINDINGS.md F5, F7).
+        const auto finite = xsimd::max(batch<C>(-750.0), xsimd::min(batch<C>(710.0), x));
+        const auto is_number = x == x;
+        return xsimd::select(is_number, xsimd::exp(xsimd::select(is_number, finite, batch<C>(0.0))), x);
+    }
     return xsimd::exp(x);
 }
 
