@@ -18,6 +18,7 @@
 #include <torch/torch.h>
 #endif
 
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -122,8 +123,134 @@ void register_policy_loss(index_type rows, index_type cols, int threads) {
     }
 }
 
+// The losses issue 18 added, each through the one-pass policy_loss (token-mean unless the framework
+// aggregates otherwise) beside the same arithmetic in libtorch ops with autograd. Bytes: logπ, logπ_old
+// (or the rollout's), the mask and, for reinforce_is, the IS weights read, the gradient written, 4 bytes a
+// token each, and the per-sample advantages.
+struct new_loss {
+    const char* operation;
+    int arrays;  // B × T arrays moved
+    loss::policy_loss_options (*options)();
+#ifdef NORMKIT_HAVE_TORCH
+    torch::Tensor (*torch_loss)(const torch::Tensor& x, const torch::Tensor& old, const torch::Tensor& mask,
+                                const torch::Tensor& advantages, const torch::Tensor& weights, double tokens);
+#endif
+};
+
+#ifdef NORMKIT_HAVE_TORCH
+// verl compute_policy_loss_dppo_tv, c = 3, ε = 0.2.
+torch::Tensor torch_dppo_tv(const torch::Tensor& x, const torch::Tensor& old, const torch::Tensor& mask,
+                            const torch::Tensor& a, const torch::Tensor&, double tokens) {
+    const auto ratio = torch::exp(torch::clamp(x - old, -20.0, 20.0));
+    const auto truncated = torch::clamp(ratio, c10::nullopt, 3.0).detach();
+    const auto change = torch::exp(x) - torch::exp(old);
+    const auto valid = torch::where(a > 0, change <= 0.2, change >= -0.2).detach().to(torch::kFloat);
+    return (-a * truncated * x * valid * mask).sum() / tokens;
+}
+
+// TRL sapo at importance_sampling_level="sequence", seq-mean-token-mean over every row.
+torch::Tensor torch_sapo_sequence(const torch::Tensor& x, const torch::Tensor& old, const torch::Tensor& mask,
+                                  const torch::Tensor& a, const torch::Tensor&, double) {
+    const auto lengths = mask.sum(-1).clamp_min(1.0);
+    const auto s = torch::exp(((x - old) * mask).sum(-1) / lengths).unsqueeze(-1);
+    const auto tau = torch::where(a > 0, torch::full_like(a, 1.0), torch::full_like(a, 1.05));
+    const auto ell = -torch::sigmoid(tau * (s - 1)) * 4 / tau * a;
+    return ((ell * mask).sum(-1) / lengths).mean();
+}
+
+// TRL vespo (get_gamma_weights, no IS ratio), token mean over the batch's tokens.
+torch::Tensor torch_vespo(const torch::Tensor& x, const torch::Tensor& old, const torch::Tensor& mask,
+                          const torch::Tensor& a, const torch::Tensor&, double tokens) {
+    torch::Tensor phi;
+    {
+        torch::NoGradGuard no_grad;
+        const auto log_w =
+            torch::clamp((torch::clamp(x - old, -20.0, 20.0) * mask).sum(-1, true), std::log(1e-8), 20.0);
+        const auto k = torch::where(a >= 0, torch::full_like(a, 2.0), torch::full_like(a, 3.0));
+        const auto lambda = torch::where(a >= 0, torch::full_like(a, 3.0), torch::full_like(a, 2.0));
+        phi = torch::nan_to_num(torch::exp(lambda + k * log_w - lambda * torch::exp(log_w)), 0.0, 0.0, 0.0);
+    }
+    return (-phi * a * x * mask).sum() / tokens;
+}
+
+// verl compute_policy_loss_reinforce with rollout IS weights, seq-mean-token-sum.
+torch::Tensor torch_reinforce_is(const torch::Tensor& x, const torch::Tensor&, const torch::Tensor& mask,
+                                 const torch::Tensor& a, const torch::Tensor& w, double) {
+    const auto sequences = (mask.sum(-1) > 0).to(torch::kFloat).sum();
+    return (-a * x * w * mask).sum() / sequences;
+}
+#endif
+
+loss::policy_loss_options dppo_options() { return loss::presets::verl_dppo(false, 3.0); }
+loss::policy_loss_options sapo_sequence_options() {
+    auto options = loss::presets::trl(loss::presets::trl_loss_type::sapo);
+    options.surrogate.mode = loss::surrogate_mode::sapo_sequence;
+    return options;
+}
+loss::policy_loss_options vespo_options() { return loss::presets::trl(loss::presets::trl_loss_type::vespo); }
+loss::policy_loss_options reinforce_options() { return loss::presets::verl_reinforce(); }
+
+void register_new_losses(index_type rows, index_type cols) {
+    const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
+    auto holder = std::make_shared<std::shared_ptr<policy_tensors>>();
+    const auto get = [holder, rows, cols]() -> policy_tensors& {
+        if (!*holder) {
+            *holder = make_tensors(rows, cols);
+            for (auto& w : (*holder)->ref) w = 0.5f + std::abs(w) * 0.25f;  // ref holds the IS weights here
+        }
+        return **holder;
+    };
+    static const new_loss losses[] = {
+#ifdef NORMKIT_HAVE_TORCH
+        {"dppo_tv", 4, dppo_options, torch_dppo_tv},
+        {"sapo_sequence", 4, sapo_sequence_options, torch_sapo_sequence},
+        {"vespo", 4, vespo_options, torch_vespo},
+        {"reinforce_is", 5, reinforce_options, torch_reinforce_is},
+#else
+        {"dppo_tv", 4, dppo_options},
+        {"sapo_sequence", 4, sapo_sequence_options},
+        {"vespo", 4, vespo_options},
+        {"reinforce_is", 5, reinforce_options},
+#endif
+    };
+    for (const auto& l : losses) {
+        const double bytes = static_cast<double>(rows * cols) * 4 * l.arrays + static_cast<double>(rows) * 4;
+        const bool weighted = std::string(l.operation) == "reinforce_is";
+        bench::register_memcpy(l.operation, shape, bytes);
+        register_case(l.operation, shape, "normkit", bytes, [=] {
+            auto& t = get();
+            loss::policy_inputs<float> inputs;
+            inputs.log_probs = view(t.x.data(), rows, cols);
+            inputs.old_log_probs = view(t.old.data(), rows, cols);
+            inputs.advantages = view(t.advantages.data(), rows, 1);
+            inputs.mask = view(t.mask.data(), rows, cols);
+            if (weighted) inputs.is_weights = view(t.ref.data(), rows, cols);
+            auto options = l.options();
+            if (options.aggregation.mode == loss::aggregation_mode::token_mean)
+                options.aggregation.global_token_count = t.tokens;
+            const auto result = loss::policy_loss(inputs, view(t.gradient.data(), rows, cols), {}, options);
+            benchmark::DoNotOptimize(result.loss);
+            benchmark::DoNotOptimize(t.gradient.data());
+        });
+#ifdef NORMKIT_HAVE_TORCH
+        register_case(l.operation, shape, "torch", bytes, [=] {
+            auto& t = get();
+            at::set_num_threads(1);
+            const auto x = torch::from_blob(t.x.data(), {rows, cols}).detach().requires_grad_(true);
+            const auto value = l.torch_loss(x, torch::from_blob(t.old.data(), {rows, cols}),
+                                            torch::from_blob(t.mask.data(), {rows, cols}),
+                                            torch::from_blob(t.advantages.data(), {rows, 1}),
+                                            torch::from_blob(t.ref.data(), {rows, cols}), t.tokens);
+            value.backward();
+            benchmark::DoNotOptimize(x.grad().data_ptr());
+        });
+#endif
+    }
+}
+
 const bool registered = [] {
     for (int threads : {1, 2}) register_policy_loss(64, 16384, threads);
+    register_new_losses(64, 16384);
     return true;
 }();
 

@@ -11,26 +11,10 @@
 #include <Eigen/Core>
 
 using namespace normkit;
+using golden::as_matrix;
+using golden::check_close;
 using golden::golden_case;
-
-namespace {
-
-using matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-matrix as_matrix(const golden_case& c, const char* key) {
-    const auto rows = static_cast<index_type>(c.scalar("rows")), cols = static_cast<index_type>(c.scalar("cols"));
-    REQUIRE(static_cast<index_type>(c[key].size()) == rows * cols);
-    return Eigen::Map<const matrix>(c[key].data(), rows, cols);
-}
-
-void check_close(const double* actual, const std::vector<double>& expected, double tolerance = 1e-12) {
-    for (std::size_t k = 0; k < expected.size(); ++k) {
-        INFO("element " << k);
-        CHECK(actual[k] == Approx(expected[k]).margin(tolerance).epsilon(tolerance));
-    }
-}
-
-}  // namespace
+using golden::matrix;
 
 TEST_CASE("golden: TRL RLOOTrainer advantages (presets::trl_rloo)", "[advantage][golden]") {
     const auto& cases = golden::trl::rloo();
@@ -94,7 +78,7 @@ TEST_CASE("golden: OpenRLHF global whitening and no_std_norm (presets::openrlhf_
         if (std::string(c.name) == "std_constant") {
             // OpenRLHF's float32 mean of a constant 0.7 leaves a residue of 1.2e-8, which rsqrt(1e-8) turns
             // into 1.2e-4; the double two-pass mean gives 0 exactly.
-            CHECK(out.cwiseAbs().maxCoeff() == 0.0);
+            CHECK(golden::max_abs(out) == 0.0);
             CHECK(std::abs(c["whitened"][0]) < 2e-4);
             continue;
         }
@@ -110,7 +94,7 @@ TEST_CASE("masked_whiten: degenerate input and bad input", "[advantage][golden]"
     CHECK(stats.count == 0);
     CHECK(out(0, 0) == Approx(4.0 / std::sqrt(1e-8)));  // μ = 0, v = 0: (x − 0)/√(0 + ε)
     advantage::masked_whiten(values, all, out);
-    CHECK(out.cwiseAbs().maxCoeff() == 0.0);  // a constant batch gives 0
+    CHECK(golden::max_abs(out) == 0.0);  // a constant batch gives 0
     matrix wrong(2, 2);
     CHECK_THROWS_WITH(advantage::masked_whiten(values, none, wrong), Catch::Contains("output"));
     advantage::masked_whiten_options bad;
@@ -149,8 +133,8 @@ TEST_CASE("golden: verl OPO, a group whose responses are all empty (verl NaN, no
     std::vector<double> scores(4);
     std::vector<std::int64_t> lengths(4);
     for (index_type i = 0; i < 4; ++i) {
-        scores[i] = rewards.row(i).sum();
-        lengths[i] = static_cast<std::int64_t>(mask.row(i).sum());
+        scores[i] = golden::row_sum(rewards, i);
+        lengths[i] = static_cast<std::int64_t>(golden::row_sum(mask, i));
     }
     std::vector<double> advantages(4);
     const std::vector<std::int64_t> ids = {0, 0, 1, 1};
@@ -162,4 +146,46 @@ TEST_CASE("golden: verl OPO, a group whose responses are all empty (verl NaN, no
     // Group "b" agrees with verl: the per-sample value on the first valid token of each row.
     CHECK(advantages[2] == Approx(c["advantages"][6]));
     CHECK(advantages[3] == Approx(c["advantages"][9]));
+}
+
+#include "reference/advantage.hpp"
+
+TEST_CASE("trl_rloo and masked_whiten against the references on random data", "[advantage][golden]") {
+    std::mt19937 generator(44);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    for (const std::size_t G : {std::size_t(2), std::size_t(3), std::size_t(8)}) {
+        std::vector<double> rewards(8 * G), kl(8 * G);
+        for (std::size_t i = 0; i < rewards.size(); ++i) {
+            rewards[i] = generator() % 4 == 0 ? NAN : normal(generator);
+            kl[i] = normal(generator);
+        }
+        for (const bool normalize : {false, true}) {
+            INFO("G " << G << " normalize " << normalize);
+            const auto expected = reference::trl_rloo(rewards, G, normalize, -1.0, 1.5, 0.05, kl);
+            advantage::reward_inputs<double> inputs;
+            inputs.rewards = rewards;
+            inputs.grouping = contiguous_groups(static_cast<index_type>(G));
+            inputs.sequence_kl = kl;
+            std::vector<double> advantages(rewards.size());
+            advantage::group_normalize(inputs, advantages, advantage::presets::trl_rloo(normalize, 0.05, -1.0, 1.5));
+            CHECK(testing::relative_error(advantages, expected) < 1e-12);
+        }
+    }
+    const index_type rows = 4, cols = 9;
+    const auto x = testing::random_values(rows * cols, 45, 3.0, 2.0);
+    std::vector<double> m(rows * cols);
+    for (auto& value : m) value = generator() % 3 == 0 ? 0.0 : 1.0;
+    const matrix xm = Eigen::Map<const matrix>(x.data(), rows, cols),
+                 mm = Eigen::Map<const matrix>(m.data(), rows, cols);
+    for (const bool openrlhf : {false, true})
+        for (const bool flag : {false, true}) {
+            INFO("openrlhf " << openrlhf << " flag " << flag);
+            auto options = openrlhf ? advantage::presets::openrlhf_whiten(flag) : advantage::masked_whiten_options{};
+            if (!openrlhf) options.shift_mean = flag;
+            matrix out(rows, cols);
+            advantage::masked_whiten(xm, mm, out, options);
+            const auto expected =
+                reference::masked_whiten(x, m, options.ddof, options.eps, openrlhf, options.shift_mean, options.scale);
+            CHECK(testing::relative_error(std::vector<double>(out.data(), out.data() + out.size()), expected) < 1e-12);
+        }
 }

@@ -8,27 +8,10 @@
 #include <Eigen/Core>
 
 using namespace normkit;
+using golden::as_matrix;
+using golden::check_close;
 using golden::golden_case;
-
-namespace {
-
-using matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-matrix as_matrix(const golden_case& c, const char* key) {
-    const auto rows = static_cast<index_type>(c.scalar("rows")), cols = static_cast<index_type>(c.scalar("cols"));
-    REQUIRE(static_cast<index_type>(c[key].size()) == rows * cols);
-    return Eigen::Map<const matrix>(c[key].data(), rows, cols);
-}
-
-void check_close(const matrix& actual, const std::vector<double>& expected) {
-    REQUIRE(static_cast<std::size_t>(actual.size()) == expected.size());
-    for (std::size_t k = 0; k < expected.size(); ++k) {
-        INFO("element " << k);
-        CHECK(actual.data()[k] == Approx(expected[k]).margin(1e-12).epsilon(1e-12));
-    }
-}
-
-}  // namespace
+using golden::matrix;
 
 TEST_CASE("golden: OpenRLHF get_cumulative_returns discounts through masked tokens (discount_through)",
           "[credit][golden]") {
@@ -68,4 +51,38 @@ TEST_CASE("GAE rejects the reset rule, naming it", "[credit][golden]") {
     options.mask_rule = return_mask_rule::reset;
     CHECK_THROWS_WITH(credit::generalized_advantage_estimation(r, r, mask, a, {}, options),
                       Catch::Contains("mask_rule"));
+}
+
+#include "reference/credit.hpp"
+
+TEST_CASE("discount_through against the reference sums, float and double, random holes", "[credit][golden]") {
+    const index_type rows = 5, cols = 37;
+    const auto r = testing::random_values(rows * cols, 31), V = testing::random_values(rows * cols, 32);
+    std::mt19937 generator(33);
+    std::vector<double> m(rows * cols);
+    for (auto& value : m) value = generator() % 3 == 0 ? 0.0 : 1.0;
+    for (const double gamma : {1.0, 0.97, 0.0}) {
+        INFO("gamma " << gamma);
+        const auto expected = reference::openrlhf_returns(r, m, rows, cols, gamma);
+        const auto [expected_a, expected_r] = reference::openrlhf_gae(r, V, m, rows, cols, gamma, 0.9);
+        const auto run = [&](auto zero) {
+            using T = decltype(zero);
+            using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+            const M rm = Eigen::Map<const matrix>(r.data(), rows, cols).cast<T>(),
+                    vm = Eigen::Map<const matrix>(V.data(), rows, cols).cast<T>(),
+                    mm = Eigen::Map<const matrix>(m.data(), rows, cols).cast<T>();
+            M returns(rows, cols), advantages(rows, cols), gae_returns(rows, cols);
+            credit::discounted_returns(rm, mm, returns, {gamma, return_mask_rule::discount_through});
+            credit::gae_options options{gamma, 0.9, return_mask_rule::discount_through};
+            credit::generalized_advantage_estimation(rm, vm, mm, advantages, gae_returns, options);
+            const double tolerance = std::is_same_v<T, double> ? 1e-12 : 2e-5;
+            const auto as_vector = [](const M& x) { return std::vector<double>(x.data(), x.data() + x.size()); };
+            // float storage rounds its inputs: compared against the reference on the rounded inputs' scale.
+            CHECK(testing::relative_error(as_vector(returns), expected) < tolerance * 8);
+            CHECK(testing::relative_error(as_vector(advantages), expected_a) < tolerance * 8);
+            CHECK(testing::relative_error(as_vector(gae_returns), expected_r) < tolerance * 8);
+        };
+        run(double{});
+        run(float{});
+    }
 }

@@ -225,6 +225,50 @@ inline double nanstd(const std::vector<double>& values) {
 
 inline double nan_to_num(double value) { return std::isnan(value) ? 0.0 : value; }
 
+// RLOOTrainer: r ← clip(r), r ← r − β·kl; per group b_i = (nansum − r_i)/(n_scorable − 1) (NaN for one
+// scorable); A = r − b; optionally (A − nanmean)/(nanstd + 1e-4) over the batch; nan_to_num.
+inline std::vector<double> trl_rloo(std::vector<double> rewards, std::size_t group_size, bool normalize, double low,
+                                    double high, double beta, const std::vector<double>& kl) {
+    for (std::size_t i = 0; i < rewards.size(); ++i) {
+        if (!std::isnan(rewards[i])) rewards[i] = std::min(std::max(rewards[i], low), high);
+        if (!kl.empty()) rewards[i] -= beta * kl[i];
+    }
+    std::vector<double> advantages(rewards.size());
+    for (std::size_t start = 0; start < rewards.size(); start += group_size) {
+        long double sum = 0;
+        double scorable = 0;
+        for (std::size_t j = 0; j < group_size; ++j)
+            if (!std::isnan(rewards[start + j])) {
+                sum += rewards[start + j];
+                ++scorable;
+            }
+        for (std::size_t j = 0; j < group_size; ++j) {
+            const double r = rewards[start + j];
+            advantages[start + j] = scorable > 1 ? r - static_cast<double>((sum - r) / (scorable - 1)) : nan_value;
+        }
+    }
+    if (normalize) {
+        const double mean = nanmean(advantages), std = nanstd(advantages);
+        for (auto& a : advantages) a = (a - mean) / (std + 1e-4);
+    }
+    for (auto& a : advantages) a = nan_to_num(a);
+    return advantages;
+}
+
+// masked_whiten over the marked entries: (x − μ)/D(v) (+ μ without shift), D = √(v + ε) or √max(v, ε), or 1.
+inline std::vector<double> masked_whiten(const std::vector<double>& x, const std::vector<double>& mask, int ddof,
+                                         double eps, bool clamp_variance, bool shift_mean, bool scale) {
+    std::vector<double> kept;
+    for (std::size_t k = 0; k < x.size(); ++k)
+        if (mask[k] != 0) kept.push_back(x[k]);
+    const double mean = kept.empty() ? 0.0 : mean_of(kept);
+    const double variance = static_cast<int>(kept.size()) > ddof ? variance_of(kept, ddof) : 0.0;
+    const double d = !scale ? 1.0 : (clamp_variance ? std::sqrt(std::max(variance, eps)) : std::sqrt(variance + eps));
+    std::vector<double> out(x.size());
+    for (std::size_t k = 0; k < x.size(); ++k) out[k] = (x[k] - mean) / d + (shift_mean ? 0.0 : mean);
+    return out;
+}
+
 enum class trl_scale { group, batch, none };
 
 // GRPOTrainer: rewards.view(-1, G); mean_g = nanmean; A = r − mean_g; ÷ (σ + 1e-4); nan_to_num.

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <utility>
 #include <vector>
 
 namespace normkit::reference {
@@ -393,6 +394,41 @@ inline matrix gae(const matrix& r, const matrix& V, const matrix& m, ptrdiff_t r
         }
     }
     return out;
+}
+
+// OpenRLHF's rules (return_mask_rule::discount_through), written as sums: rewards and values count m·r
+// and m·V, and every position, masked or not, discounts.
+//   G_t = Σ_{k ≥ t} γ^(k−t)·m_k·r_k
+inline matrix openrlhf_returns(const matrix& r, const matrix& m, ptrdiff_t rows, ptrdiff_t cols, double gamma) {
+    matrix out(rows * cols, 0.0);
+    for (ptrdiff_t i = 0; i < rows; ++i)
+        for (ptrdiff_t t = 0; t < cols; ++t) {
+            long double sum = 0;
+            for (ptrdiff_t k = t; k < cols; ++k)
+                sum += std::pow(static_cast<long double>(gamma), k - t) * m[i * cols + k] * r[i * cols + k];
+            out[i * cols + t] = static_cast<double>(sum);
+        }
+    return out;
+}
+
+//   A_t = Σ_{l ≥ 0} (γλ)^l δ_{t+l},  δ_u = m_u r_u + γ·m_{u+1} V_{u+1} − m_u V_u;  R_t = A_t + m_t V_t
+inline std::pair<matrix, matrix> openrlhf_gae(const matrix& r, const matrix& V, const matrix& m, ptrdiff_t rows,
+                                              ptrdiff_t cols, double gamma, double lambda) {
+    matrix advantages(rows * cols, 0.0), returns(rows * cols, 0.0);
+    for (ptrdiff_t i = 0; i < rows; ++i) {
+        const auto at = [&](const matrix& x, ptrdiff_t u) {
+            return u < cols ? m[i * cols + u] * x[i * cols + u] : 0.0;
+        };
+        for (ptrdiff_t t = 0; t < cols; ++t) {
+            long double sum = 0;
+            for (ptrdiff_t u = t; u < cols; ++u)
+                sum += std::pow(static_cast<long double>(gamma * lambda), u - t) *
+                       (at(r, u) + gamma * at(V, u + 1) - at(V, u));
+            advantages[i * cols + t] = static_cast<double>(sum);
+            returns[i * cols + t] = static_cast<double>(sum) + at(V, t);
+        }
+    }
+    return {advantages, returns};
 }
 
 }  // namespace normkit::reference

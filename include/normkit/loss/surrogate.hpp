@@ -139,7 +139,7 @@ struct policy_inputs {
     // loss/rollout_correction.hpp): ℓ_t ← w_t·ℓ_t and ∂ℓ_t/∂x ← w_t·∂ℓ_t/∂x, w detached. Unlike a
     // weighted mask it leaves every aggregation count alone (verl rollout_is_weights, TRL's vLLM IS
     // ratio, OpenRLHF vllm_is). Not for the coupled sequence forms (gspo_sequence, sapo_sequence, gmpo).
-    matrix_view<const T> is_weights;
+    matrix_view<const T> is_weights = {};
 };
 
 // A gradient beside policy_inputs<T> (B × T, its storage type): Eigen data, a view, or {} (absent).

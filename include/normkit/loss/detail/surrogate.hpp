@@ -136,7 +136,7 @@ struct surrogate_parameters {
 template <class C>
 struct sequence_state {
     C ratio = 1;                           // s_i (gspo) or R_i (gmpo)
-    C phi_positive = 1, phi_negative = 1;  // vespo: φ_i for A ≥ 0 and A < 0
+    C phi_positive = 1, phi_negative = 1;  // vespo: φ_i for A ≥ 0 and A < 0; sapo_sequence: the gates for A > 0, A ≤ 0
     C passes = 1;                          // gspo_token: 1 if z ≤ 10 (the clamp passes the gradient)
     C gradient_scale = 0;                  // gspo_sequence, gmpo: D_i·s_i/n_i with D_i = Σ_t v_t ∂ℓ_t/∂s
 };
@@ -145,6 +145,16 @@ template <class C>
 struct token_terms {
     core::batch<C> loss, derivative, clipped, clipped_lower, negative_log_ratio;
 };
+
+// log of each lane with std::log: dppo_kl's binary KL only, not a hot path (xsimd::log trips GCC 12's
+// maybe-uninitialized warning in its AVX-512 kernels).
+template <class C>
+core::batch<C> lane_log(const core::batch<C>& value) {
+    alignas(64) C lanes[core::width<C>];
+    value.store_aligned(lanes);
+    for (auto& lane : lanes) lane = std::log(lane);
+    return core::batch<C>::load_aligned(lanes);
+}
 
 // ℓ, ∂ℓ/∂x and the metric flags of one batch of tokens under surrogate M. Forced inline, as the
 // fused policy-loss step calls it per batch: a call would pass the batches through memory.
@@ -201,28 +211,27 @@ template <surrogate_mode M, class C>
         out.loss = -a * sigma * (C(4) / tau);
         out.derivative = xsimd::select(passes, -a * C(4) * sigma * (one - sigma) * r, zero);
     } else if constexpr (M == surrogate_mode::sapo_sequence) {
-        const batch<C> tau = xsimd::select(a > zero, batch<C>(p.tau_positive), batch<C>(p.tau_negative));
-        const batch<C> sigma = one / (one + core::exp(-tau * (batch<C>(row.ratio) - one)));
-        out.loss = -a * sigma * (C(4) / tau);
+        // The gate σ(τ(s_i − 1))·4/τ is one value per row and sign of A (sequence_row).
+        out.loss = -a * xsimd::select(a > zero, batch<C>(row.phi_positive), batch<C>(row.phi_negative));
         out.derivative = batch<C>(row.gradient_scale);
         out.negative_log_ratio = -raw;
     } else if constexpr (M == surrogate_mode::dppo_tv || M == surrogate_mode::dppo_kl) {
         const batch<C> r = core::exp(d), dual(p.dual);
         const batch<C> truncated = minimum(r, dual);
         const batch<C> probability = core::exp(x), old_probability = core::exp(old);
-        const auto positive = a > zero;
+        const auto positive = a > zero, negative = a <= zero;
         core::batch_mask<C> valid;
         if constexpr (M == surrogate_mode::dppo_tv) {
             const batch<C> change = probability - old_probability;
             valid =
-                (positive & (change <= batch<C>(p.epsilon_high))) | (!positive & (change >= -batch<C>(p.epsilon_low)));
+                (positive & (change <= batch<C>(p.epsilon_high))) | (negative & (change >= -batch<C>(p.epsilon_low)));
         } else {
             const batch<C> tiny(C(1e-8));
             const batch<C> binary_kl =
                 old_probability * (old - x) +
-                (one - old_probability) * xsimd::log((one - old_probability + tiny) / (one - probability + tiny));
+                (one - old_probability) * lane_log((one - old_probability + tiny) / (one - probability + tiny));
             valid = (positive & ((binary_kl <= batch<C>(p.epsilon_high)) | (probability <= old_probability))) |
-                    (!positive & ((binary_kl <= batch<C>(p.epsilon_low)) | (probability >= old_probability)));
+                    (negative & ((binary_kl <= batch<C>(p.epsilon_low)) | (probability >= old_probability)));
         }
         const batch<C> v = xsimd::select(valid, one, zero);
         out.loss = -a * truncated * x * v;
@@ -388,6 +397,15 @@ sequence_state<core::compute_t<T>> sequence_row(const surrogate_parameters<core:
         const double s = p.mode == surrogate_mode::gspo_sequence ? std::min(unclamped, dual) : unclamped;
         state.ratio = static_cast<C>(s);
         const double derivative = sequence_derivative(p, static_cast<double>(state.ratio), positive, negative);
+        if (p.mode == surrogate_mode::sapo_sequence) {
+            const auto gate = [&](C tau) {
+                return static_cast<C>(
+                    4.0 / static_cast<double>(tau) /
+                    (1.0 + std::exp(-static_cast<double>(tau) * (static_cast<double>(state.ratio) - 1.0))));
+            };
+            state.phi_positive = gate(p.tau_positive);
+            state.phi_negative = gate(p.tau_negative);
+        }
         const bool passes = count > 0 && std::abs(z) <= limit && unclamped <= dual;
         state.gradient_scale = passes ? static_cast<C>(derivative * s / count) : C(0);
     } else {
