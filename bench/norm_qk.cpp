@@ -99,18 +99,19 @@ void register_qk(index_type tokens, index_type heads, index_type d) {
                                    view(b.dq.data(), rows, d), view(b.dk.data(), rows, d), b.dq_weight, b.dk_weight,
                                    b.q_rstd, b.k_rstd, qwen3);
     });
+    // The full-width form (OLMo2) is qk_rms_norm_forward with weights of heads·head_dim entries.
     register_case("qk_full_width_rms_norm_forward", label, "normkit", forward_bytes, [=] {
         auto& b = data->get();
-        norm::qk_full_width_rms_norm_forward(view(b.q.data(), rows, d), view(b.k.data(), rows, d), b.wide_weight,
-                                             b.wide_weight, view(b.q_out.data(), rows, d),
-                                             view(b.k_out.data(), rows, d), b.wide_q_rstd, b.wide_k_rstd, olmo2);
+        norm::qk_rms_norm_forward(view(b.q.data(), rows, d), view(b.k.data(), rows, d), b.wide_weight, b.wide_weight,
+                                  view(b.q_out.data(), rows, d), view(b.k_out.data(), rows, d), b.wide_q_rstd,
+                                  b.wide_k_rstd, olmo2);
     });
     register_case("qk_full_width_rms_norm_backward", label, "normkit", backward_bytes, [=] {
         auto& b = data->get();
-        norm::qk_full_width_rms_norm_backward(view(b.dq_out.data(), rows, d), view(b.dk_out.data(), rows, d),
-                                              view(b.q.data(), rows, d), view(b.k.data(), rows, d), b.wide_weight,
-                                              b.wide_weight, view(b.dq.data(), rows, d), view(b.dk.data(), rows, d),
-                                              b.wide_dq_weight, b.wide_dk_weight, b.wide_q_rstd, b.wide_k_rstd, olmo2);
+        norm::qk_rms_norm_backward(view(b.dq_out.data(), rows, d), view(b.dk_out.data(), rows, d),
+                                   view(b.q.data(), rows, d), view(b.k.data(), rows, d), b.wide_weight, b.wide_weight,
+                                   view(b.dq.data(), rows, d), view(b.dk.data(), rows, d), b.wide_dq_weight,
+                                   b.wide_dk_weight, b.wide_q_rstd, b.wide_k_rstd, olmo2);
     });
     register_case("qk_l2_norm_forward", label, "normkit", forward_bytes, [=] {
         auto& b = data->get();

@@ -140,8 +140,7 @@ void check_full_width(index_type tokens, index_type query_heads, index_type key_
                k_weight_values = stored<T>(random_values(k_width, seed + 3, 1.0, 0.3));
     const auto q_weight = to_storage<T>(q_weight_values), k_weight = to_storage<T>(k_weight_values);
     std::vector<core::statistic_t<T>> q_rstd(tokens), k_rstd(tokens), dq_weight(q_width), dk_weight(k_width);
-    norm::qk_full_width_rms_norm_forward(q.view, k.view, q_weight, k_weight, q_out.view, k_out.view, q_rstd, k_rstd,
-                                         options);
+    norm::qk_rms_norm_forward(q.view, k.view, q_weight, k_weight, q_out.view, k_out.view, q_rstd, k_rstd, options);
     std::vector<double> q_ref, k_ref, q_rstd_ref, k_rstd_ref;
     reference::rms_norm_forward(q.values(), {tokens, q_width}, q_weight_values, false, options.eps, q_ref, q_rstd_ref);
     reference::rms_norm_forward(k.values(), {tokens, k_width}, k_weight_values, false, options.eps, k_ref, k_rstd_ref);
@@ -152,8 +151,8 @@ void check_full_width(index_type tokens, index_type query_heads, index_type key_
     test_matrix<T> dq_out(tokens * query_heads, d, random_values(tokens * q_width, seed + 4), 0),
         dk_out(tokens * key_heads, d, random_values(tokens * k_width, seed + 5), 0);
     test_matrix<T> dq(tokens * query_heads, d, 0), dk(tokens * key_heads, d, 0);
-    norm::qk_full_width_rms_norm_backward(dq_out.view, dk_out.view, q.view, k.view, q_weight, k_weight, dq.view,
-                                          dk.view, dq_weight, dk_weight, q_rstd, k_rstd, options);
+    norm::qk_rms_norm_backward(dq_out.view, dk_out.view, q.view, k.view, q_weight, k_weight, dq.view, dk.view,
+                               dq_weight, dk_weight, q_rstd, k_rstd, options);
     std::vector<double> dq_ref, dk_ref, dq_weight_ref, dk_weight_ref;
     reference::rms_norm_backward(dq_out.values(), q.values(), {tokens, q_width}, q_weight_values, false, options.eps,
                                  dq_ref, dq_weight_ref);
@@ -295,12 +294,11 @@ TEST_CASE("qk_rms_norm gradients agree with finite differences (per head and ful
             dqw(width), dkw(width);
         const auto qv = view(q.data(), tokens * heads, d), kv = view(k.data(), tokens * heads, d);
         if (full_width) {
-            norm::qk_full_width_rms_norm_forward(qv, kv, qw, kw, view(q_out.data(), tokens * heads, d),
-                                                 view(k_out.data(), tokens * heads, d), q_rstd, k_rstd, options);
-            norm::qk_full_width_rms_norm_backward(
-                view(dq_out.data(), tokens * heads, d), view(dk_out.data(), tokens * heads, d), qv, kv, qw, kw,
-                view(dq.data(), tokens * heads, d), view(dk.data(), tokens * heads, d), dqw, dkw, q_rstd, k_rstd,
-                options);
+            norm::qk_rms_norm_forward(qv, kv, qw, kw, view(q_out.data(), tokens * heads, d),
+                                      view(k_out.data(), tokens * heads, d), q_rstd, k_rstd, options);
+            norm::qk_rms_norm_backward(view(dq_out.data(), tokens * heads, d), view(dk_out.data(), tokens * heads, d),
+                                       qv, kv, qw, kw, view(dq.data(), tokens * heads, d),
+                                       view(dk.data(), tokens * heads, d), dqw, dkw, q_rstd, k_rstd, options);
         } else {
             norm::qk_rms_norm_forward(qv, kv, qw, kw, view(q_out.data(), tokens * heads, d),
                                       view(k_out.data(), tokens * heads, d), q_rstd, k_rstd, options);
@@ -435,12 +433,11 @@ TEMPLATE_TEST_CASE("QK-norm and L2 norm are bitwise identical for 1 and 2 thread
             std::vector<float> tq(tokens), tk(tokens), wq(heads * d), wk(heads * d / 2);
             test_matrix<T> qc(rows, d, q.values(), 0, false), kc(rows / 2, d, k.values(), 0, false),
                 qo(rows, d, 0, false), ko(rows / 2, d, 0, false);
-            norm::qk_full_width_rms_norm_forward(qc.view, kc.view, wide_weight, wide_key_weight, qo.view, ko.view, tq,
-                                                 tk, olmo);
+            norm::qk_rms_norm_forward(qc.view, kc.view, wide_weight, wide_key_weight, qo.view, ko.view, tq, tk, olmo);
             test_matrix<T> dqc(rows, d, dq_out.values(), 0, false), dkc(rows / 2, d, dk_out.values(), 0, false),
                 gq(rows, d, 0, false), gk(rows / 2, d, 0, false);
-            norm::qk_full_width_rms_norm_backward(dqc.view, dkc.view, qc.view, kc.view, wide_weight, wide_key_weight,
-                                                  gq.view, gk.view, wq, wk, tq, tk, olmo);
+            norm::qk_rms_norm_backward(dqc.view, dkc.view, qc.view, kc.view, wide_weight, wide_key_weight, gq.view,
+                                       gk.view, wq, wk, tq, tk, olmo);
             keep(qo), keep(ko), keep(gq), keep(gk);
             statistics[t].insert(statistics[t].end(), {tq, tk, wq, wk});
             test_matrix<T> y(rows, d);
@@ -473,15 +470,15 @@ TEST_CASE("QK-norm accepts [tokens, heads, head_dim] tensors and GQA head counts
     CHECK(std::equal(k_out2.data(), k_out2.data() + k_out2.size(), k_out.data()));
     // Full width from the rank-3 tensor and from one row per token agree.
     Eigen::VectorXf wide_q = Eigen::VectorXf::Random(heads * d), wide_k = Eigen::VectorXf::Random(key_heads * d);
-    norm::qk_full_width_rms_norm_forward(q, k, wide_q, wide_k, q_out, k_out, {}, {}, norm::presets::olmo2());
+    norm::qk_rms_norm_forward(q, k, wide_q, wide_k, q_out, k_out, {}, {}, norm::presets::olmo2());
     Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> per_token(tokens, heads * d),
         per_token_out(tokens, heads * d);
     std::copy(q.data(), q.data() + q.size(), per_token.data());
     Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> k_token(tokens, key_heads * d),
         k_token_out(tokens, key_heads * d);
     std::copy(k.data(), k.data() + k.size(), k_token.data());
-    norm::qk_full_width_rms_norm_forward(per_token, k_token, wide_q, wide_k, per_token_out, k_token_out, {}, {},
-                                         norm::presets::olmo2());
+    norm::qk_rms_norm_forward(per_token, k_token, wide_q, wide_k, per_token_out, k_token_out, {}, {},
+                              norm::presets::olmo2());
     CHECK(std::equal(per_token_out.data(), per_token_out.data() + per_token_out.size(), q_out.data()));
     CHECK(std::equal(k_token_out.data(), k_token_out.data() + k_token_out.size(), k_out.data()));
 }
@@ -528,29 +525,22 @@ TEST_CASE("QK-norm and L2 norm reject bad input, naming the argument", "[qk_norm
         "query_rstd");
     require_error_naming(
         [&] {
-            norm::qk_full_width_rms_norm_forward(q, q, bad_wide, bad_wide, out, view(e.data(), 6, 8), {}, {},
-                                                 norm::presets::olmo2());
+            norm::qk_rms_norm_forward(q, q, bad_wide, bad_wide, out, view(e.data(), 6, 8), {}, {},
+                                      norm::presets::olmo2());
         },
         "tile");
     require_error_naming(
         [&] {
-            norm::qk_full_width_rms_norm_forward(view(a.data(), 5, 8), view(a.data(), 5, 8), wide, wide,
-                                                 view(b.data(), 5, 8), view(e.data(), 5, 8), {}, {},
-                                                 norm::presets::olmo2());
+            norm::qk_rms_norm_forward(view(a.data(), 5, 8), view(a.data(), 5, 8), wide, wide, view(b.data(), 5, 8),
+                                      view(e.data(), 5, 8), {}, {}, norm::presets::olmo2());
         },
         "whole number of tokens");
     require_error_naming(
         [&] {
-            norm::qk_full_width_rms_norm_forward(view(a.data(), 3, 8, 16), q, wide, wide, view(b.data(), 3, 8, 16), out,
-                                                 {}, {}, norm::presets::olmo2());
+            norm::qk_rms_norm_forward(view(a.data(), 3, 8, 16), q, wide, wide, view(b.data(), 3, 8, 16), out, {}, {},
+                                      norm::presets::olmo2());
         },
         "contiguous");
-    require_error_naming(
-        [&] {
-            norm::qk_full_width_rms_norm_forward(q, q, {}, {}, out, view(e.data(), 6, 8), {}, {},
-                                                 norm::presets::olmo2());
-        },
-        "query_weight");
     Eigen::Tensor<float, 3, Eigen::RowMajor> t(2, 3, 4);
     require_error_naming([&] { reference::head_view(t, 3); }, "head");
 }

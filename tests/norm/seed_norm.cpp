@@ -198,8 +198,8 @@ TEST_CASE("seed_norm bf16 parameter gradients over 65536 rows keep float accurac
     CHECK(relative_error(to_double(dbeta), ref.dbeta) < 1e-5);
 }
 
-TEMPLATE_TEST_CASE("seed_norm is bitwise identical for 1 and 2 threads", "[seed_norm][threads]", float,
-                   Eigen::bfloat16) {
+TEMPLATE_TEST_CASE("seed_norm is bitwise identical for 1 and 2 threads, and with dx absent", "[seed_norm][threads]",
+                   float, Eigen::bfloat16) {
     for (index_type rows : {index_type(1), index_type(33), index_type(1000), index_type(5000)}) {
         const index_type n = 66;
         test_matrix<TestType> x(rows, n, random_values(rows * n, 91)), dy(rows, n, random_values(rows * n, 92));
@@ -224,6 +224,14 @@ TEMPLATE_TEST_CASE("seed_norm is bitwise identical for 1 and 2 threads", "[seed_
         CHECK(std::memcmp(outputs[0].data(), outputs[2].data(), outputs[0].size() * sizeof(TestType)) == 0);
         CHECK(std::memcmp(outputs[1].data(), outputs[3].data(), outputs[1].size() * sizeof(TestType)) == 0);
         for (std::size_t k = 0; k < 4; ++k) CHECK(gradients[k] == gradients[k + 4]);
+        // dx is optional ({}): leaving it out changes no bit of the parameter gradients.
+        norm::seed_norm_options options;
+        options.heads = 3;
+        std::vector<float> dalpha(n), dbeta(n), dgamma(n);
+        norm::seed_norm_backward(dy.view, x.view, alpha, beta, gamma, {}, dalpha, dbeta, dgamma, gradients[0], options);
+        CHECK(dalpha == gradients[1]);
+        CHECK(dbeta == gradients[2]);
+        CHECK(dgamma == gradients[3]);
     }
 }
 

@@ -122,9 +122,9 @@ TEST_CASE("qk_rms_norm (Qwen3, Gemma3) and full-width (OLMo2) agree with the RMS
             std::vector<double> q_rstd(full_width ? tokens : tokens * heads),
                 k_rstd(full_width ? tokens : tokens * key_heads), dqw(q_width), dkw(k_width);
             if (full_width) {
-                norm::qk_full_width_rms_norm_forward(q_t, k_t, qw, kw, q_out, k_out, q_rstd, k_rstd, options);
-                norm::qk_full_width_rms_norm_backward(dq_view, dk_view, q_t, k_t, qw, kw, dq, dk, dqw, dkw, q_rstd,
-                                                      k_rstd, options);
+                norm::qk_rms_norm_forward(q_t, k_t, qw, kw, q_out, k_out, q_rstd, k_rstd, options);
+                norm::qk_rms_norm_backward(dq_view, dk_view, q_t, k_t, qw, kw, dq, dk, dqw, dkw, q_rstd, k_rstd,
+                                           options);
             } else {
                 norm::qk_rms_norm_forward(q_t, k_t, qw, kw, q_out, k_out, q_rstd, k_rstd, options);
                 norm::qk_rms_norm_backward(dq_view, dk_view, q_t, k_t, qw, kw, dq, dk, dqw, dkw, q_rstd, k_rstd,

@@ -32,6 +32,7 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <type_traits>
 
 namespace normkit::core {
 
@@ -42,6 +43,39 @@ inline void require_positive_finite(const char* name, double value) {
 
 // The one check of a row normalization's ε.
 inline void require_eps(double eps) { require_positive_finite("eps", eps); }
+
+// The shape checks of a row normalization's forward: x and y given, y shaped like x.
+template <class T>
+void require_forward_rows(const matrix_view<const T>& x, const matrix_view<T>& y) {
+    require_data("input", x);
+    require_like("output", y, "input", x);
+}
+
+// The shape checks of its backward: dy and x given and alike, dx absent ({}) or alike.
+template <class T>
+void require_backward_rows(const matrix_view<const T>& dy, const matrix_view<const T>& x, const matrix_view<T>& dx) {
+    require_data("input", x);
+    require_like("output_gradient", dy, "input", x);
+    require_optional_like("input_gradient", dx, "input", x);
+}
+
+// A statistic a backward reads: saved by the forward of `function`, one per row.
+template <class S>
+void require_saved(const char* function, const char* name, const vector_view<S>& saved, index_type rows) {
+    require(!saved.empty(), function, " needs the ", name, " saved by the forward");
+    require_per_row(name, saved, rows);
+}
+
+// The row loop of a row normalization's backward: f(row, x row, dy row, partial)
+// for every row, partial holding the parameter-gradient sums of the rows'
+// reduction chunk (reduce_rows: totals in a thread-count-independent order).
+template <class S, class T, class F>
+const S* backward_rows(const matrix_view<const T>& x, const matrix_view<const T>& dy, index_type partial_width,
+                       int threads, F&& f) {
+    return reduce_rows<S>(x.rows, partial_width, threads, [&](index_type begin, index_type end, S* partial) {
+        for (index_type row = begin; row < end; ++row) f(row, x.row(row), dy.row(row), partial);
+    });
+}
 
 // A learned scalar (DyT's α, a gain) must be finite.
 inline void require_finite(const char* name, double value) {
@@ -56,31 +90,32 @@ inline bool streams_output(index_type rows, index_type cols, std::size_t stream_
 
 // y = method(x) over rows [begin, end): one row at a time in the cache, two at a time with
 // streaming stores beyond it (the next pair's sums taken while this pair is written).
-template <class T, class Method>
-void normalize_rows(matrix_view<const T> x, matrix_view<T> y, index_type begin, index_type end, bool streaming,
-                    const Method& formula) {
-    using C = compute_t<T>;
-    const index_type n = x.cols;
+// `streaming` is a compile-time flag: each kernel instantiates the loop it runs, not both.
+template <class T, class Method, bool streaming>
+void normalize_rows(matrix_view<const T> x, matrix_view<T> y, index_type begin, index_type end,
+                    std::bool_constant<streaming>, const Method& formula) {
     const Method method = formula;  // this thread's copy (see above)
-    if (!streaming) {
+    if constexpr (!streaming) {
+        const index_type n = x.cols;
         for (index_type row = begin; row < end; ++row) {
             const T* in = x.row(row);
             const auto affine = method.row(row, in);
             write_row(y.row(row), n, false,
                       [&](index_type i, index_type count) { return method(in, affine, i, count); });
         }
-        return;
+    } else {
+        using C = compute_t<T>;
+        stream_row_pairs<Method::pair_sums, C>(
+            y, begin, end, [&](index_type row, index_type other) { return method.pair_step(x.row(row), x.row(other)); },
+            [&](index_type row, index_type other, const std::array<C, Method::pair_sums>& sums) {
+                const T* in = x.row(row);
+                const T* other_in = x.row(other);
+                const auto affines = method.pair(row, other, in, other_in, sums);
+                return [method, in, other_in, affines](int which, index_type i, index_type count) {
+                    return which == 0 ? method(in, affines[0], i, count) : method(other_in, affines[1], i, count);
+                };
+            });
     }
-    stream_row_pairs<Method::pair_sums, C>(
-        y, begin, end, [&](index_type row, index_type other) { return method.pair_step(x.row(row), x.row(other)); },
-        [&](index_type row, index_type other, const std::array<C, Method::pair_sums>& sums) {
-            const T* in = x.row(row);
-            const T* other_in = x.row(other);
-            const auto affines = method.pair(row, other, in, other_in, sums);
-            return [method, in, other_in, affines](int which, index_type i, index_type count) {
-                return which == 0 ? method(in, affines[0], i, count) : method(other_in, affines[1], i, count);
-            };
-        });
 }
 
 }  // namespace normkit::core

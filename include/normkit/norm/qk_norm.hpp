@@ -26,7 +26,9 @@
 //      Gemma3  w_eff = 1 + w,  gemma casting, ε = 1e-6   presets::gemma3()
 // 3. Full-width RMSNorm (OLMo2): over all heads of a token at once,
 //    heads × head_dim, with a weight of that length (before the reshape into
-//    heads, so the weight's length gives the width); HF's Olmo2RMSNorm
+//    heads). Forms 2 and 3 are one function: the weight's length gives the
+//    width (head_dim: per head; heads·head_dim: full width; one head: both
+//    are the same normalization). HF's Olmo2RMSNorm
 //    multiplies the weight before the one cast back: gemma casting, and the
 //    class default ε = 1e-5 (released checkpoints set their own):
 //    presets::olmo2().
@@ -96,9 +98,11 @@ scalar_t<Query> qk_l2_norm_backward(const QueryOutputGradient& query_output_grad
 
 // ---------------------------------------------------------------- RMSNorm forms
 
-// Per-head RMSNorm over head_dim (Qwen3, Gemma3): y = w_eff⊙x̂ for every head of
-// q (query_weight) and of k (key_weight); each weight has head_dim entries or is
-// absent ({}). Saves one rstd per head row when given.
+// RMSNorm of q and k over the width of their weights: per head over head_dim
+// (Qwen3, Gemma3; a weight of head_dim entries or absent, {}) or over each
+// token's heads × head_dim (OLMo2; a weight of that length, and rows of
+// head_dim must then be contiguous). y = w_eff⊙x̂; rstd, when given, has one
+// entry per normalized row: per head row, or per token at full width.
 template <class Query, class Key, class QueryOutput, class KeyOutput>
 void qk_rms_norm_forward(const Query& query, const Key& key, parameter_t<Query> query_weight,
                          parameter_t<Query> key_weight, QueryOutput&& query_output, KeyOutput&& key_output,
@@ -112,8 +116,8 @@ void qk_rms_norm_forward(const Query& query, const Key& key, parameter_t<Query> 
 }
 
 // dq, dk and the weight gradients (float, double for double storage;
-// overwritten) from the saved rstd. Any of dq, dk and the weight gradients may
-// be absent ({}).
+// overwritten) from the saved rstd, at the width the forward used. Any of dq,
+// dk and the weight gradients may be absent ({}).
 template <class QueryOutputGradient, class KeyOutputGradient, class Query, class Key>
 void qk_rms_norm_backward(const QueryOutputGradient& query_output_gradient,
                           const KeyOutputGradient& key_output_gradient, const Query& query, const Key& key,
@@ -128,40 +132,6 @@ void qk_rms_norm_backward(const QueryOutputGradient& query_output_gradient,
     detail::qk_rms_norm_backward<T>(view(query_output_gradient), view(key_output_gradient), view(query), view(key),
                                     query_weight, key_weight, query_gradient, key_gradient, query_weight_gradient,
                                     key_weight_gradient, query_rstd, key_rstd, options);
-}
-
-// Full-width RMSNorm (OLMo2): each token's heads × head_dim values normalized
-// together. The weights are required; their lengths give the widths (q and k
-// may differ under GQA). Rows of head_dim (a rank-3 tensor, a matrix of heads)
-// are read a token at a time and must then be contiguous. rstd: one per token.
-template <class Query, class Key, class QueryOutput, class KeyOutput>
-void qk_full_width_rms_norm_forward(const Query& query, const Key& key, parameter_t<Query> query_weight,
-                                    parameter_t<Query> key_weight, QueryOutput&& query_output, KeyOutput&& key_output,
-                                    statistics_t<Query> query_rstd = {}, statistics_t<Query> key_rstd = {},
-                                    const rms_norm_options& options = {}) {
-    using T = element_t<Query>;
-    static_assert(same_storage_v<T, Query, Key, QueryOutput, KeyOutput>,
-                  "qk_full_width_rms_norm_forward: query, key and the outputs must have the same storage type");
-    detail::qk_full_width_rms_norm_forward<T>(view(query), view(key), query_weight, key_weight, view(query_output),
-                                              view(key_output), query_rstd, key_rstd, options);
-}
-
-// The backward of qk_full_width_rms_norm_forward: dq, dk and the weight gradients, any of them
-// absent ({}), from the per-token rstd.
-template <class QueryOutputGradient, class KeyOutputGradient, class Query, class Key>
-void qk_full_width_rms_norm_backward(const QueryOutputGradient& query_output_gradient,
-                                     const KeyOutputGradient& key_output_gradient, const Query& query, const Key& key,
-                                     parameter_t<Query> query_weight, parameter_t<Query> key_weight,
-                                     matrix_t<Query> query_gradient, matrix_t<Query> key_gradient,
-                                     statistics_t<Query> query_weight_gradient, statistics_t<Query> key_weight_gradient,
-                                     const_statistics_t<Query> query_rstd, const_statistics_t<Query> key_rstd,
-                                     const rms_norm_options& options = {}) {
-    using T = element_t<Query>;
-    static_assert(same_storage_v<T, QueryOutputGradient, KeyOutputGradient, Query, Key>,
-                  "qk_full_width_rms_norm_backward: every tensor must have the same storage type");
-    detail::qk_full_width_rms_norm_backward<T>(
-        view(query_output_gradient), view(key_output_gradient), view(query), view(key), query_weight, key_weight,
-        query_gradient, key_gradient, query_weight_gradient, key_weight_gradient, query_rstd, key_rstd, options);
 }
 
 }  // namespace normkit::norm

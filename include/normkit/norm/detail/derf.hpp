@@ -50,36 +50,32 @@ derf_scalar_gradients<statistic_t<T>> derf_backward(matrix_view<const T> dy, mat
 
     const S* sums = core::with_flags(
         [&](auto has_weight, auto has_dx, auto has_weight_gradient, auto has_bias_gradient) {
-            return core::reduce_rows<S>(x.rows, partial_width, options.threads,
-                                        [&](index_type begin, index_type end, S* partial) {
-                                            for (index_type row = begin; row < end; ++row) {
-                                                const T* in = x.row(row);
-                                                const T* upstream = dy.row(row);
-                                                T* out = has_dx ? dx.row(row) : nullptr;
-                                                batch<C> alpha_sum(C(0)), shift_sum(C(0));
-                                                core::for_each_batch<C>(n, [&](index_type i, index_type count) {
-                                                    const auto value = core::load(in + i, count);
-                                                    const auto g = core::load(upstream + i, count);
-                                                    const auto u = xsimd::fma(value, a, s);  // as the forward forms it
-                                                    auto common = g * two_over_root_pi * core::exp(-(u * u));
-                                                    if constexpr (has_weight)
-                                                        common *= core::load(weight.data + i, count);
-                                                    if constexpr (has_dx) core::store(out + i, a * common, count);
-                                                    alpha_sum += common * value;  // lanes past count hold x = dy = 0
-                                                    shift_sum += common;
-                                                    if constexpr (has_weight_gradient) {
-                                                        S* w = partial + weight_offset + i;
-                                                        core::store(w, core::load(w, count) + g * core::erf(u), count);
-                                                    }
-                                                    if constexpr (has_bias_gradient) {
-                                                        S* b = partial + bias_offset + i;
-                                                        core::store(b, core::load(b, count) + g, count);
-                                                    }
-                                                });
-                                                partial[0] += core::horizontal_sum(alpha_sum);
-                                                partial[1] += core::horizontal_sum(shift_sum);
-                                            }
-                                        });
+            return core::backward_rows<S>(x, dy, partial_width, options.threads,
+                                          [&](index_type row, const T* in, const T* upstream, S* partial) {
+                                              T* out = has_dx ? dx.row(row) : nullptr;
+                                              batch<C> alpha_sum(C(0)), shift_sum(C(0));
+                                              core::for_each_batch<C>(n, [&](index_type i, index_type count) {
+                                                  const auto value = core::load(in + i, count);
+                                                  const auto g = core::load(upstream + i, count);
+                                                  const auto u = xsimd::fma(value, a, s);  // as the forward forms it
+                                                  auto common = g * two_over_root_pi * core::exp(-(u * u));
+                                                  if constexpr (has_weight)
+                                                      common *= core::load(weight.data + i, count);
+                                                  if constexpr (has_dx) core::store(out + i, a * common, count);
+                                                  alpha_sum += common * value;  // lanes past count hold x = dy = 0
+                                                  shift_sum += common;
+                                                  if constexpr (has_weight_gradient) {
+                                                      S* w = partial + weight_offset + i;
+                                                      core::store(w, core::load(w, count) + g * core::erf(u), count);
+                                                  }
+                                                  if constexpr (has_bias_gradient) {
+                                                      S* b = partial + bias_offset + i;
+                                                      core::store(b, core::load(b, count) + g, count);
+                                                  }
+                                              });
+                                              partial[0] += core::horizontal_sum(alpha_sum);
+                                              partial[1] += core::horizontal_sum(shift_sum);
+                                          });
         },
         !weight.empty(), !dx.empty(), !weight_gradient.empty(), !bias_gradient.empty());
 

@@ -40,34 +40,30 @@ statistic_t<T> dyt_backward(matrix_view<const T> dy, matrix_view<const T> x, dou
 
     const S* sums = core::with_flags(
         [&](auto has_weight, auto has_dx, auto has_weight_gradient, auto has_bias_gradient) {
-            return core::reduce_rows<S>(
-                x.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
-                    for (index_type row = begin; row < end; ++row) {
-                        const T* in = x.row(row);
-                        const T* upstream = dy.row(row);
-                        T* out = has_dx ? dx.row(row) : nullptr;
-                        batch<C> alpha_sum(C(0));
-                        core::for_each_batch<C>(n, [&](index_type i, index_type count) {
-                            const auto value = core::load(in + i, count);
-                            const auto g = core::load(upstream + i, count);
-                            const auto t = core::tanh(value * a);
-                            auto common = g * (one - t * t);
-                            if constexpr (has_weight) common *= core::load(weight.data + i, count);
-                            if constexpr (has_dx) core::store(out + i, a * common, count);
-                            alpha_sum += common * value;  // lanes past count hold x = 0
-                            if constexpr (has_weight_gradient) {
-                                // An explicit fma: left to the compiler, the contraction differed between
-                                // the copies of this body (with and without dx, full batch and tail).
-                                S* w = partial + weight_offset + i;
-                                core::store(w, xsimd::fma(g, t, core::load(w, count)), count);
-                            }
-                            if constexpr (has_bias_gradient) {
-                                S* b = partial + bias_offset + i;
-                                core::store(b, core::load(b, count) + g, count);
-                            }
-                        });
-                        partial[0] += core::horizontal_sum(alpha_sum);
-                    }
+            return core::backward_rows<S>(
+                x, dy, partial_width, options.threads, [&](index_type row, const T* in, const T* upstream, S* partial) {
+                    T* out = has_dx ? dx.row(row) : nullptr;
+                    batch<C> alpha_sum(C(0));
+                    core::for_each_batch<C>(n, [&](index_type i, index_type count) {
+                        const auto value = core::load(in + i, count);
+                        const auto g = core::load(upstream + i, count);
+                        const auto t = core::tanh(value * a);
+                        auto common = g * (one - t * t);
+                        if constexpr (has_weight) common *= core::load(weight.data + i, count);
+                        if constexpr (has_dx) core::store(out + i, a * common, count);
+                        alpha_sum += common * value;  // lanes past count hold x = 0
+                        if constexpr (has_weight_gradient) {
+                            // An explicit fma: left to the compiler, the contraction differed between
+                            // the copies of this body (with and without dx, full batch and tail).
+                            S* w = partial + weight_offset + i;
+                            core::store(w, xsimd::fma(g, t, core::load(w, count)), count);
+                        }
+                        if constexpr (has_bias_gradient) {
+                            S* b = partial + bias_offset + i;
+                            core::store(b, core::load(b, count) + g, count);
+                        }
+                    });
+                    partial[0] += core::horizontal_sum(alpha_sum);
                 });
         },
         !weight.empty(), !dx.empty(), !weight_gradient.empty(), !bias_gradient.empty());

@@ -18,11 +18,8 @@ void fused_add_rms_norm_forward(matrix_view<const T> x, vector_view<const T> wei
                                 const rms_norm_options& options) {
     using C = core::compute_t<T>;
     using core::batch;
-    core::require_data("input", x);
-    core::require_data("residual", residual);
-    core::require_data("output", y);
-    core::require_same_shape("residual", residual, "input", x);
-    core::require_same_shape("output", y, "input", x);
+    core::require_forward_rows(x, y);
+    core::require_like("residual", residual, "input", x);
     core::require_parameter("weight", weight, x.cols);
     core::require_per_row("rstd", saved_rstd, x.rows);
     core::require_eps(options.eps);
@@ -68,13 +65,9 @@ void fused_add_rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> h
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
     using core::batch;
-    core::require_data("output_gradient", dy);
-    core::require_data("residual_gradient", residual_gradient);
     core::require_data("residual", h);
-    core::require_same_shape("output_gradient", dy, "residual", h);
-    core::require_same_shape("residual_gradient", residual_gradient, "residual", h);
-    core::require(!saved_rstd.empty(), "fused_add_rms_norm_backward needs the rstd saved by the forward");
-    core::require_per_row("rstd", saved_rstd, h.rows);
+    core::require_all_like("residual", h, "output_gradient", dy, "residual_gradient", residual_gradient);
+    core::require_saved("fused_add_rms_norm_backward", "rstd", saved_rstd, h.rows);
     core::require_parameter("weight", weight, h.cols);
     core::require_parameter("weight_gradient", weight_gradient, h.cols);
     const index_type n = h.cols;
@@ -85,31 +78,26 @@ void fused_add_rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> h
 
     const S* sums = core::with_flags(
         [&](auto has_weight, auto has_weight_gradient) {
-            return core::reduce_rows<S>(
-                h.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
-                    for (index_type row = begin; row < end; ++row) {
-                        const T* in = h.row(row);
-                        const T* upstream = dy.row(row);
-                        T* stream = residual_gradient.row(row);
-                        const C r = static_cast<C>(saved_rstd[row]);
-                        const auto g_at = [&](index_type i, index_type c) {
-                            auto g = core::load(upstream + i, c);
-                            if constexpr (has_weight) g *= core::load(weight.data + i, c) + one;
-                            return g;
-                        };
-                        const C sum_gh = core::sum_batches<1, C>(n, [&](index_type i, index_type c) {
-                            return std::array<batch<C>, 1>{g_at(i, c) * core::load(in + i, c)};
-                        })[0];
-                        const batch<C> r_b(r), mean_g_hhat(r * sum_gh / count);
-                        core::for_each_batch<C>(n, [&](index_type i, index_type c) {
-                            const auto hhat = core::load(in + i, c) * r_b;
-                            core::store(stream + i, r_b * (g_at(i, c) - hhat * mean_g_hhat) + core::load(stream + i, c),
+            return core::backward_rows<S>(
+                h, dy, partial_width, options.threads, [&](index_type row, const T* in, const T* upstream, S* partial) {
+                    T* stream = residual_gradient.row(row);
+                    const C r = static_cast<C>(saved_rstd[row]);
+                    const auto g_at = [&](index_type i, index_type c) {
+                        auto g = core::load(upstream + i, c);
+                        if constexpr (has_weight) g *= core::load(weight.data + i, c) + one;
+                        return g;
+                    };
+                    const C sum_gh = core::sum_batches<1, C>(n, [&](index_type i, index_type c) {
+                        return std::array<batch<C>, 1>{g_at(i, c) * core::load(in + i, c)};
+                    })[0];
+                    const batch<C> r_b(r), mean_g_hhat(r * sum_gh / count);
+                    core::for_each_batch<C>(n, [&](index_type i, index_type c) {
+                        const auto hhat = core::load(in + i, c) * r_b;
+                        core::store(stream + i, r_b * (g_at(i, c) - hhat * mean_g_hhat) + core::load(stream + i, c), c);
+                        if constexpr (has_weight_gradient)
+                            core::store(partial + i, core::load(partial + i, c) + core::load(upstream + i, c) * hhat,
                                         c);
-                            if constexpr (has_weight_gradient)
-                                core::store(partial + i,
-                                            core::load(partial + i, c) + core::load(upstream + i, c) * hhat, c);
-                        });
-                    }
+                    });
                 });
         },
         !weight.empty(), partial_width > 0);

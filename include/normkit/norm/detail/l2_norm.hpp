@@ -73,9 +73,7 @@ core::compute_t<T> l2_norm_backward_rows(matrix_view<const T> dy, matrix_view<co
 template <class T>
 void l2_norm_forward(matrix_view<const T> x, double gain, matrix_view<T> y, const l2_norm_options& options) {
     using C = core::compute_t<T>;
-    core::require_data("input", x);
-    core::require_data("output", y);
-    core::require_same_shape("output", y, "input", x);
+    core::require_forward_rows(x, y);
     core::require_eps(options.eps);
     core::require_finite("gain", gain);
     if (x.cols == 0) return;
@@ -89,10 +87,7 @@ statistic_t<T> l2_norm_backward(matrix_view<const T> dy, matrix_view<const T> x,
                                 const l2_norm_options& options) {
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
-    core::require_data("output_gradient", dy);
-    core::require_data("input", x);
-    core::require_same_shape("output_gradient", dy, "input", x);
-    if (!dx.empty()) core::require_same_shape("input_gradient", dx, "input", x);
+    core::require_backward_rows(dy, x, dx);
     core::require_eps(options.eps);
     core::require_finite("gain", gain);
     if (x.cols == 0 || x.rows == 0) return S(0);

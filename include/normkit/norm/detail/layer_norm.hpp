@@ -76,9 +76,7 @@ void layer_norm_forward(matrix_view<const T> x, vector_view<const T> weight, vec
                         matrix_view<T> y, vector_view<statistic_t<T>> saved_mean,
                         vector_view<statistic_t<T>> saved_rstd, const layer_norm_options& options) {
     using C = core::compute_t<T>;
-    core::require_data("input", x);
-    core::require_data("output", y);
-    core::require_same_shape("output", y, "input", x);
+    core::require_forward_rows(x, y);
     core::require_parameter("weight", weight, x.cols);
     core::require_parameter("bias", bias, x.cols);
     core::require_per_row("mean", saved_mean, x.rows);
@@ -128,14 +126,9 @@ void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
     using core::batch;
-    core::require_data("output_gradient", dy);
-    core::require_data("input", x);
-    core::require_same_shape("output_gradient", dy, "input", x);
-    if (!dx.empty()) core::require_same_shape("input_gradient", dx, "input", x);
-    core::require(!saved_mean.empty() && !saved_rstd.empty(),
-                  "layer_norm_backward needs the mean and rstd saved by the forward");
-    core::require_per_row("mean", saved_mean, x.rows);
-    core::require_per_row("rstd", saved_rstd, x.rows);
+    core::require_backward_rows(dy, x, dx);
+    core::require_saved("layer_norm_backward", "rstd", saved_rstd, x.rows);
+    core::require_saved("layer_norm_backward", "mean", saved_mean, x.rows);
     core::require_parameter("weight", weight, x.cols);
     core::require_parameter("weight_gradient", weight_gradient, x.cols);
     core::require_parameter("bias_gradient", bias_gradient, x.cols);
@@ -146,43 +139,39 @@ void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector
     const index_type partial_width = (want_weight_gradient || want_bias_gradient) ? 2 * n : 0;
     const S* sums = core::with_flags(
         [&](auto has_weight, auto has_dx, auto has_parameter_gradients) {
-            return core::reduce_rows<S>(
-                x.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
-                    for (index_type row = begin; row < end; ++row) {
-                        const T* in = x.row(row);
-                        const T* upstream = dy.row(row);
-                        const C r = static_cast<C>(saved_rstd[row]);
-                        const batch<C> mean(static_cast<C>(saved_mean[row]));
-                        const auto g_at = [&](index_type i, index_type c) {
-                            auto g = core::load(upstream + i, c);
-                            if constexpr (has_weight) g *= core::load(weight.data + i, c);
-                            return g;
-                        };
-                        // Σg, Σg·d, Σd with d = x − μ_saved (zero-filled tails keep g = 0 there).
-                        const auto sums_of_row = core::sum_batches<3, C>(n, [&](index_type i, index_type c) {
-                            const auto d = core::keep_lanes(core::load(in + i, c) - mean, c);
+            return core::backward_rows<S>(
+                x, dy, partial_width, options.threads, [&](index_type row, const T* in, const T* upstream, S* partial) {
+                    const C r = static_cast<C>(saved_rstd[row]);
+                    const batch<C> mean(static_cast<C>(saved_mean[row]));
+                    const auto g_at = [&](index_type i, index_type c) {
+                        auto g = core::load(upstream + i, c);
+                        if constexpr (has_weight) g *= core::load(weight.data + i, c);
+                        return g;
+                    };
+                    // Σg, Σg·d, Σd with d = x − μ_saved (zero-filled tails keep g = 0 there).
+                    const auto sums_of_row = core::sum_batches<3, C>(n, [&](index_type i, index_type c) {
+                        const auto d = core::keep_lanes(core::load(in + i, c) - mean, c);
+                        const auto g = g_at(i, c);
+                        return std::array<batch<C>, 3>{g, g * d, d};
+                    });
+                    // δ = mean(d) repairs the rounding of the saved mean; mean(g⊙x̂) = r·(Σg·d − δ·Σg)/n.
+                    const C shift = sums_of_row[2] / count;
+                    const C mean_g = sums_of_row[0] / count;
+                    const C mean_g_xhat = r * (sums_of_row[1] - shift * sums_of_row[0]) / count;
+                    const batch<C> shift_b(shift), r_b(r), mean_g_b(mean_g), mean_g_xhat_b(mean_g_xhat);
+                    T* out = has_dx ? dx.row(row) : nullptr;
+                    core::for_each_batch<C>(n, [&](index_type i, index_type c) {
+                        const auto xhat = ((core::load(in + i, c) - mean) - shift_b) * r_b;
+                        if constexpr (has_dx) {
                             const auto g = g_at(i, c);
-                            return std::array<batch<C>, 3>{g, g * d, d};
-                        });
-                        // δ = mean(d) repairs the rounding of the saved mean; mean(g⊙x̂) = r·(Σg·d − δ·Σg)/n.
-                        const C shift = sums_of_row[2] / count;
-                        const C mean_g = sums_of_row[0] / count;
-                        const C mean_g_xhat = r * (sums_of_row[1] - shift * sums_of_row[0]) / count;
-                        const batch<C> shift_b(shift), r_b(r), mean_g_b(mean_g), mean_g_xhat_b(mean_g_xhat);
-                        T* out = has_dx ? dx.row(row) : nullptr;
-                        core::for_each_batch<C>(n, [&](index_type i, index_type c) {
-                            const auto xhat = ((core::load(in + i, c) - mean) - shift_b) * r_b;
-                            if constexpr (has_dx) {
-                                const auto g = g_at(i, c);
-                                core::store(out + i, r_b * ((g - mean_g_b) - xhat * mean_g_xhat_b), c);
-                            }
-                            if constexpr (has_parameter_gradients) {
-                                const auto upstream_b = core::load(upstream + i, c);
-                                core::store(partial + i, core::load(partial + i, c) + upstream_b * xhat, c);
-                                core::store(partial + n + i, core::load(partial + n + i, c) + upstream_b, c);
-                            }
-                        });
-                    }
+                            core::store(out + i, r_b * ((g - mean_g_b) - xhat * mean_g_xhat_b), c);
+                        }
+                        if constexpr (has_parameter_gradients) {
+                            const auto upstream_b = core::load(upstream + i, c);
+                            core::store(partial + i, core::load(partial + i, c) + upstream_b * xhat, c);
+                            core::store(partial + n + i, core::load(partial + n + i, c) + upstream_b, c);
+                        }
+                    });
                 });
         },
         !weight.empty(), !dx.empty(), partial_width > 0);

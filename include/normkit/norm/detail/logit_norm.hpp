@@ -53,7 +53,7 @@ statistic_t<T> logit_norm_loss(matrix_view<const T> logits, vector_view<const in
     using S = statistic_t<T>;
     using core::batch;
     core::require_data("logits", logits);
-    if (!gradient.empty()) core::require_same_shape("gradient", gradient, "logits", logits);
+    core::require_optional_like("gradient", gradient, "logits", logits);
     core::require_positive_finite("temperature", options.temperature);
     core::require_positive_finite("delta", options.delta);
     core::require_per_row("losses", losses, logits.rows);

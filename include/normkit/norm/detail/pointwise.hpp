@@ -16,9 +16,7 @@ namespace normkit::norm::detail {
 template <class T>
 void require_pointwise_forward(const matrix_view<const T>& x, const vector_view<const T>& weight,
                                const vector_view<const T>& bias, const matrix_view<T>& y) {
-    core::require_data("input", x);
-    core::require_data("output", y);
-    core::require_same_shape("output", y, "input", x);
+    core::require_forward_rows(x, y);
     core::require_parameter("weight", weight, x.cols);
     core::require_parameter("bias", bias, x.cols);
 }
@@ -28,10 +26,7 @@ void require_pointwise_backward(const matrix_view<const T>& dy, const matrix_vie
                                 const vector_view<const T>& weight, const matrix_view<T>& dx,
                                 const vector_view<statistic_t<T>>& weight_gradient,
                                 const vector_view<statistic_t<T>>& bias_gradient) {
-    core::require_data("output_gradient", dy);
-    core::require_data("input", x);
-    core::require_same_shape("output_gradient", dy, "input", x);
-    if (!dx.empty()) core::require_same_shape("input_gradient", dx, "input", x);
+    core::require_backward_rows(dy, x, dx);
     core::require_parameter("weight", weight, x.cols);
     core::require_parameter("weight_gradient", weight_gradient, x.cols);
     core::require_parameter("bias_gradient", bias_gradient, x.cols);

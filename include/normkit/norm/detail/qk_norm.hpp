@@ -19,16 +19,21 @@ void for_query_key_rows(index_type query_rows, index_type key_rows, int threads,
     });
 }
 
+// q and k given, and two matrices shaped like them (outputs, or output gradients).
+template <class T, class U>
+void require_query_key_like(const matrix_view<const T>& q, const matrix_view<const T>& k, const char* query_name,
+                            const matrix_view<U>& query_like, const char* key_name, const matrix_view<U>& key_like) {
+    core::require_data("query", q);
+    core::require_data("key", k);
+    core::require_like(query_name, query_like, "query", q);
+    core::require_like(key_name, key_like, "key", k);
+}
+
 template <class T>
 void qk_l2_norm_forward(matrix_view<const T> q, matrix_view<const T> k, double gain, matrix_view<T> q_out,
                         matrix_view<T> k_out, const l2_norm_options& options) {
     using C = core::compute_t<T>;
-    core::require_data("query", q);
-    core::require_data("key", k);
-    core::require_data("query_output", q_out);
-    core::require_data("key_output", k_out);
-    core::require_same_shape("query_output", q_out, "query", q);
-    core::require_same_shape("key_output", k_out, "key", k);
+    require_query_key_like(q, k, "query_output", q_out, "key_output", k_out);
     core::require(q.cols == k.cols, "query has head_dim ", q.cols, " but key has head_dim ", k.cols);
     core::require_eps(options.eps);
     core::require_finite("gain", gain);
@@ -46,14 +51,9 @@ statistic_t<T> qk_l2_norm_backward(matrix_view<const T> dq_out, matrix_view<cons
                                    const l2_norm_options& options) {
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
-    core::require_data("query_output_gradient", dq_out);
-    core::require_data("key_output_gradient", dk_out);
-    core::require_data("query", q);
-    core::require_data("key", k);
-    core::require_same_shape("query_output_gradient", dq_out, "query", q);
-    core::require_same_shape("key_output_gradient", dk_out, "key", k);
-    if (!dq.empty()) core::require_same_shape("query_gradient", dq, "query", q);
-    if (!dk.empty()) core::require_same_shape("key_gradient", dk, "key", k);
+    require_query_key_like(q, k, "query_output_gradient", dq_out, "key_output_gradient", dk_out);
+    core::require_optional_like("query_gradient", dq, "query", q);
+    core::require_optional_like("key_gradient", dk, "key", k);
     core::require(q.cols == k.cols, "query has head_dim ", q.cols, " but key has head_dim ", k.cols);
     core::require_eps(options.eps);
     core::require_finite("gain", gain);
@@ -71,19 +71,26 @@ statistic_t<T> qk_l2_norm_backward(matrix_view<const T> dq_out, matrix_view<cons
     return total[0];
 }
 
+// The width a QK RMSNorm normalizes over: the weight's length (head_dim per
+// head, heads·head_dim full width), or head_dim when the weight is absent.
+template <class T>
+index_type normalized_width(const matrix_view<const T>& x, const vector_view<const T>& weight) {
+    return weight.empty() ? x.cols : weight.size;
+}
+
 // Rows of head_dim seen as rows of `width` = heads·head_dim (one per token).
 // Already that wide: unchanged; otherwise the rows must be contiguous and
 // their count a multiple of width/head_dim.
 template <class T>
-matrix_view<T> token_rows(matrix_view<T> x, index_type width, const char* name) {
-    if (x.cols == width || x.rows == 0) return x;
-    core::require(x.cols > 0 && width % x.cols == 0, name, " has rows of ", x.cols,
-                  " that do not tile the weight's width ", width);
+matrix_view<T> token_rows(matrix_view<T> x, index_type width, const char* name, const char* weight_name) {
+    if (x.cols == width) return x;
+    core::require(x.cols > 0 && width % x.cols == 0, weight_name, " has length ", width, ", which rows of ", name,
+                  "'s head_dim ", x.cols, " do not tile");
     const index_type heads = width / x.cols;
     core::require(x.rows % heads == 0, name, " has ", x.rows, " rows of ", x.cols, ", not a whole number of tokens of ",
                   heads, " heads");
-    core::require(x.contiguous(), name, " must be contiguous (row stride ", x.row_stride, ", rows of ", x.cols,
-                  ") to be read ", heads, " heads at a time");
+    core::require(x.rows == 0 || x.contiguous(), name, " must be contiguous (row stride ", x.row_stride, ", rows of ",
+                  x.cols, ") to be read ", heads, " heads at a time");
     return {x.data, x.rows / heads, width, width};
 }
 
@@ -92,14 +99,14 @@ void qk_rms_norm_forward(matrix_view<const T> q, matrix_view<const T> k, vector_
                          vector_view<const T> k_weight, matrix_view<T> q_out, matrix_view<T> k_out,
                          vector_view<statistic_t<T>> q_rstd, vector_view<statistic_t<T>> k_rstd,
                          const rms_norm_options& options) {
-    core::require_same_shape("query_output", q_out, "query", q);
-    core::require_same_shape("key_output", k_out, "key", k);
-    core::require_parameter("query_weight", q_weight, q.cols);
-    core::require_parameter("key_weight", k_weight, k.cols);
-    core::require_per_row("query_rstd", q_rstd, q.rows);
-    core::require_per_row("key_rstd", k_rstd, k.rows);
-    rms_norm_forward<T>(q, q_weight, q_out, q_rstd, options);
-    rms_norm_forward<T>(k, k_weight, k_out, k_rstd, options);
+    require_query_key_like(q, k, "query_output", q_out, "key_output", k_out);
+    const index_type wq = normalized_width(q, q_weight), wk = normalized_width(k, k_weight);
+    const auto query_rows = token_rows(q, wq, "query", "query_weight");
+    const auto key_rows = token_rows(k, wk, "key", "key_weight");
+    core::require_per_row("query_rstd", q_rstd, query_rows.rows);
+    core::require_per_row("key_rstd", k_rstd, key_rows.rows);
+    rms_norm_forward<T>(query_rows, q_weight, token_rows(q_out, wq, "query_output", "query_weight"), q_rstd, options);
+    rms_norm_forward<T>(key_rows, k_weight, token_rows(k_out, wk, "key_output", "key_weight"), k_rstd, options);
 }
 
 template <class T>
@@ -108,59 +115,22 @@ void qk_rms_norm_backward(matrix_view<const T> dq_out, matrix_view<const T> dk_o
                           matrix_view<T> dq, matrix_view<T> dk, vector_view<statistic_t<T>> dq_weight,
                           vector_view<statistic_t<T>> dk_weight, vector_view<const statistic_t<T>> q_rstd,
                           vector_view<const statistic_t<T>> k_rstd, const rms_norm_options& options) {
-    core::require_same_shape("query_output_gradient", dq_out, "query", q);
-    core::require_same_shape("key_output_gradient", dk_out, "key", k);
-    core::require(!q_rstd.empty(), "qk_rms_norm_backward needs the query_rstd saved by the forward");
-    core::require(!k_rstd.empty(), "qk_rms_norm_backward needs the key_rstd saved by the forward");
-    core::require_per_row("query_rstd", q_rstd, q.rows);
-    core::require_per_row("key_rstd", k_rstd, k.rows);
-    core::require_parameter("query_weight", q_weight, q.cols);
-    core::require_parameter("key_weight", k_weight, k.cols);
-    core::require_parameter("query_weight_gradient", dq_weight, q.cols);
-    core::require_parameter("key_weight_gradient", dk_weight, k.cols);
-    if (!dq.empty()) core::require_same_shape("query_gradient", dq, "query", q);
-    if (!dk.empty()) core::require_same_shape("key_gradient", dk, "key", k);
-    rms_norm_backward<T>(dq_out, q, q_weight, dq, dq_weight, q_rstd, options);
-    rms_norm_backward<T>(dk_out, k, k_weight, dk, dk_weight, k_rstd, options);
-}
-
-// The full-width forms: the rows of head_dim read a token at a time (token_rows), the weights'
-// lengths giving the widths.
-template <class T>
-void qk_full_width_rms_norm_forward(matrix_view<const T> q, matrix_view<const T> k, vector_view<const T> q_weight,
-                                    vector_view<const T> k_weight, matrix_view<T> q_out, matrix_view<T> k_out,
-                                    vector_view<statistic_t<T>> q_rstd, vector_view<statistic_t<T>> k_rstd,
-                                    const rms_norm_options& options) {
-    core::require(
-        !q_weight.empty() && !k_weight.empty(),
-        "qk_full_width_rms_norm_forward needs query_weight and key_weight (their lengths are the normalized widths)");
-    core::require_same_shape("query_output", q_out, "query", q);
-    core::require_same_shape("key_output", k_out, "key", k);
-    qk_rms_norm_forward<T>(token_rows(q, q_weight.size, "query"), token_rows(k, k_weight.size, "key"), q_weight,
-                           k_weight, token_rows(q_out, q_weight.size, "query_output"),
-                           token_rows(k_out, k_weight.size, "key_output"), q_rstd, k_rstd, options);
-}
-
-template <class T>
-void qk_full_width_rms_norm_backward(matrix_view<const T> dq_out, matrix_view<const T> dk_out, matrix_view<const T> q,
-                                     matrix_view<const T> k, vector_view<const T> q_weight,
-                                     vector_view<const T> k_weight, matrix_view<T> dq, matrix_view<T> dk,
-                                     vector_view<statistic_t<T>> dq_weight, vector_view<statistic_t<T>> dk_weight,
-                                     vector_view<const statistic_t<T>> q_rstd, vector_view<const statistic_t<T>> k_rstd,
-                                     const rms_norm_options& options) {
-    core::require(
-        !q_weight.empty() && !k_weight.empty(),
-        "qk_full_width_rms_norm_backward needs query_weight and key_weight (their lengths are the normalized widths)");
-    core::require_same_shape("query_output_gradient", dq_out, "query", q);
-    core::require_same_shape("key_output_gradient", dk_out, "key", k);
-    if (!dq.empty()) core::require_same_shape("query_gradient", dq, "query", q);
-    if (!dk.empty()) core::require_same_shape("key_gradient", dk, "key", k);
-    const auto wq = q_weight.size, wk = k_weight.size;
-    qk_rms_norm_backward<T>(
-        token_rows(dq_out, wq, "query_output_gradient"), token_rows(dk_out, wk, "key_output_gradient"),
-        token_rows(q, wq, "query"), token_rows(k, wk, "key"), q_weight, k_weight,
-        dq.empty() ? dq : token_rows(dq, wq, "query_gradient"), dk.empty() ? dk : token_rows(dk, wk, "key_gradient"),
-        dq_weight, dk_weight, q_rstd, k_rstd, options);
+    require_query_key_like(q, k, "query_output_gradient", dq_out, "key_output_gradient", dk_out);
+    core::require_optional_like("query_gradient", dq, "query", q);
+    core::require_optional_like("key_gradient", dk, "key", k);
+    const index_type wq = normalized_width(q, q_weight), wk = normalized_width(k, k_weight);
+    const auto query_rows = token_rows(q, wq, "query", "query_weight");
+    const auto key_rows = token_rows(k, wk, "key", "key_weight");
+    core::require_saved("qk_rms_norm_backward", "query_rstd", q_rstd, query_rows.rows);
+    core::require_saved("qk_rms_norm_backward", "key_rstd", k_rstd, key_rows.rows);
+    core::require_parameter("query_weight_gradient", dq_weight, wq);
+    core::require_parameter("key_weight_gradient", dk_weight, wk);
+    rms_norm_backward<T>(token_rows(dq_out, wq, "query_output_gradient", "query_weight"), query_rows, q_weight,
+                         dq.empty() ? dq : token_rows(dq, wq, "query_gradient", "query_weight"), dq_weight, q_rstd,
+                         options);
+    rms_norm_backward<T>(token_rows(dk_out, wk, "key_output_gradient", "key_weight"), key_rows, k_weight,
+                         dk.empty() ? dk : token_rows(dk, wk, "key_gradient", "key_weight"), dk_weight, k_rstd,
+                         options);
 }
 
 }  // namespace normkit::norm::detail

@@ -72,9 +72,7 @@ template <class T>
 void rms_norm_forward(matrix_view<const T> x, vector_view<const T> weight, matrix_view<T> y,
                       vector_view<statistic_t<T>> saved_rstd, const rms_norm_options& options) {
     using C = core::compute_t<T>;
-    core::require_data("input", x);
-    core::require_data("output", y);
-    core::require_same_shape("output", y, "input", x);
+    core::require_forward_rows(x, y);
     core::require_parameter("weight", weight, x.cols);
     core::require_per_row("rstd", saved_rstd, x.rows);
     core::require_eps(options.eps);
@@ -105,12 +103,8 @@ void rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_v
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
     using core::batch;
-    core::require_data("output_gradient", dy);
-    core::require_data("input", x);
-    core::require_same_shape("output_gradient", dy, "input", x);
-    if (!dx.empty()) core::require_same_shape("input_gradient", dx, "input", x);
-    core::require(!saved_rstd.empty(), "rms_norm_backward needs the rstd saved by the forward");
-    core::require_per_row("rstd", saved_rstd, x.rows);
+    core::require_backward_rows(dy, x, dx);
+    core::require_saved("rms_norm_backward", "rstd", saved_rstd, x.rows);
     core::require_parameter("weight", weight, x.cols);
     core::require_parameter("weight_gradient", weight_gradient, x.cols);
     const index_type n = x.cols;
@@ -120,39 +114,35 @@ void rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_v
 
     const S* sums = core::with_flags(
         [&](auto has_weight, auto has_dx, auto has_weight_gradient) {
-            return core::reduce_rows<S>(
-                x.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
-                    for (index_type row = begin; row < end; ++row) {
-                        const T* in = x.row(row);
-                        const T* upstream = dy.row(row);
-                        const C r = static_cast<C>(saved_rstd[row]);
-                        const auto g_at = [&](index_type i, index_type c) {
-                            auto g = core::load(upstream + i, c);
-                            if constexpr (has_weight) g *= core::load(weight.data + i, c) + one;
-                            return g;
-                        };
-                        const batch<C> r_b(r);
-                        if constexpr (has_dx) {
-                            // mean(g⊙x̂) = r·Σg·x/n; the row is in cache for the second sweep.
-                            const C sum_gx = core::sum_batches<1, C>(n, [&](index_type i, index_type c) {
-                                return std::array<batch<C>, 1>{g_at(i, c) * core::load(in + i, c)};
-                            })[0];
-                            const batch<C> mean_g_xhat(r * sum_gx / count);
-                            T* out = dx.row(row);
-                            core::for_each_batch<C>(n, [&](index_type i, index_type c) {
-                                const auto xhat = core::load(in + i, c) * r_b;
-                                core::store(out + i, r_b * (g_at(i, c) - xhat * mean_g_xhat), c);
-                                if constexpr (has_weight_gradient)
-                                    core::store(partial + i,
-                                                core::load(partial + i, c) + core::load(upstream + i, c) * xhat, c);
-                            });
-                        } else if constexpr (has_weight_gradient) {
-                            core::for_each_batch<C>(n, [&](index_type i, index_type c) {
-                                const auto xhat = core::load(in + i, c) * r_b;
+            return core::backward_rows<S>(
+                x, dy, partial_width, options.threads, [&](index_type row, const T* in, const T* upstream, S* partial) {
+                    const C r = static_cast<C>(saved_rstd[row]);
+                    const auto g_at = [&](index_type i, index_type c) {
+                        auto g = core::load(upstream + i, c);
+                        if constexpr (has_weight) g *= core::load(weight.data + i, c) + one;
+                        return g;
+                    };
+                    const batch<C> r_b(r);
+                    if constexpr (has_dx) {
+                        // mean(g⊙x̂) = r·Σg·x/n; the row is in cache for the second sweep.
+                        const C sum_gx = core::sum_batches<1, C>(n, [&](index_type i, index_type c) {
+                            return std::array<batch<C>, 1>{g_at(i, c) * core::load(in + i, c)};
+                        })[0];
+                        const batch<C> mean_g_xhat(r * sum_gx / count);
+                        T* out = dx.row(row);
+                        core::for_each_batch<C>(n, [&](index_type i, index_type c) {
+                            const auto xhat = core::load(in + i, c) * r_b;
+                            core::store(out + i, r_b * (g_at(i, c) - xhat * mean_g_xhat), c);
+                            if constexpr (has_weight_gradient)
                                 core::store(partial + i,
                                             core::load(partial + i, c) + core::load(upstream + i, c) * xhat, c);
-                            });
-                        }
+                        });
+                    } else if constexpr (has_weight_gradient) {
+                        core::for_each_batch<C>(n, [&](index_type i, index_type c) {
+                            const auto xhat = core::load(in + i, c) * r_b;
+                            core::store(partial + i, core::load(partial + i, c) + core::load(upstream + i, c) * xhat,
+                                        c);
+                        });
                     }
                 });
         },
