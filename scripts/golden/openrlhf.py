@@ -127,7 +127,8 @@ for name, no_std in [("std", False), ("no_std_norm", True), ("std_2", False), ("
 # Dynamic filtering: a group is kept when min_r < mean score < max_r.
 for name, scores, bounds in [("all_zero", [0, 0, 0, 0], (0, 1)), ("all_one", [1, 1, 1, 1], (0, 1)),
                              ("mixed", [1, 0, 0, 1], (0, 1)), ("range", [0.2, 0.4, 0.9], (0.3, 0.6)),
-                             ("edge", [0.3, 0.3], (0.3, 0.6)), ("negative", [-1, 0.5], (-1, 1))]:
+                             ("edge", [0.3, 0.3], (0.3, 0.6)), ("negative", [-1, 0.5], (-1, 1)),
+                             ("constant_inside", [0.5, 0.5, 0.5], (0, 1)), ("spread_outside", [0.2, 0.4, 0.9], (0.6, 1))]:
     experiences = [types.SimpleNamespace(scores=t([s])) for s in scores]
     args = types.SimpleNamespace(algo=types.SimpleNamespace(dynamic_filtering_range=bounds))
     scope = dict(ns, experiences=experiences, dynamic_filtering=True, logger=types.SimpleNamespace(info=print),

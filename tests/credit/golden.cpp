@@ -3,6 +3,7 @@
 #include "golden_openrlhf.hpp"
 #include "support.hpp"
 
+#include <normkit/credit/presets.hpp>
 #include <normkit/credit/returns.hpp>
 
 #include <Eigen/Core>
@@ -21,7 +22,7 @@ TEST_CASE("golden: OpenRLHF get_cumulative_returns discounts through masked toke
         INFO(c.name);
         const matrix rewards = as_matrix(c, "rewards"), mask = as_matrix(c, "mask");
         matrix returns(rewards.rows(), rewards.cols());
-        credit::discounted_returns(rewards, mask, returns, {c.scalar("gamma"), return_mask_rule::discount_through});
+        credit::discounted_returns(rewards, mask, returns, credit::presets::openrlhf_returns(c.scalar("gamma")));
         check_close(returns, c["returns"]);
     }
 }
@@ -34,11 +35,8 @@ TEST_CASE("golden: OpenRLHF get_advantages_and_returns (GAE with masked r and V,
         INFO(c.name);
         const matrix rewards = as_matrix(c, "rewards"), values = as_matrix(c, "values"), mask = as_matrix(c, "mask");
         matrix advantages(rewards.rows(), rewards.cols()), returns(rewards.rows(), rewards.cols());
-        credit::gae_options options;
-        options.gamma = c.scalar("gamma");
-        options.lambda = c.scalar("lambd");
-        options.mask_rule = return_mask_rule::discount_through;
-        credit::generalized_advantage_estimation(rewards, values, mask, advantages, returns, options);
+        credit::generalized_advantage_estimation(rewards, values, mask, advantages, returns,
+                                                 credit::presets::openrlhf_gae(c.scalar("gamma"), c.scalar("lambd")));
         check_close(advantages, c["advantages"]);
         check_close(returns, c["returns"]);
     }

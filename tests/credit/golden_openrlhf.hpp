@@ -223,7 +223,7 @@ inline const std::vector<golden_case>& whiten() {
     return cases;
 }
 
-// openrlhf/trainer/ppo_utils/samples_generator.py: dynamic filtering (avg score in the open range) (6 cases)
+// openrlhf/trainer/ppo_utils/samples_generator.py: dynamic filtering (avg score in the open range) (8 cases)
 inline const std::vector<golden_case>& dynamic_filtering() {
     static const std::vector<golden_case> cases = {
         {"all_zero", {{"scores", {0.0, 0.0, 0.0, 0.0}}, {"low", {0.0}}, {"high", {1.0}}, {"kept", {0.0}}}},
@@ -232,6 +232,8 @@ inline const std::vector<golden_case>& dynamic_filtering() {
         {"range", {{"scores", {0.2, 0.4, 0.9}}, {"low", {0.3}}, {"high", {0.6}}, {"kept", {1.0}}}},
         {"edge", {{"scores", {0.3, 0.3}}, {"low", {0.3}}, {"high", {0.6}}, {"kept", {0.0}}}},
         {"negative", {{"scores", {-1.0, 0.5}}, {"low", {-1.0}}, {"high", {1.0}}, {"kept", {1.0}}}},
+        {"constant_inside", {{"scores", {0.5, 0.5, 0.5}}, {"low", {0.0}}, {"high", {1.0}}, {"kept", {1.0}}}},
+        {"spread_outside", {{"scores", {0.2, 0.4, 0.9}}, {"low", {0.6}}, {"high", {1.0}}, {"kept", {0.0}}}},
     };
     return cases;
 }

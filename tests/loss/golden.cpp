@@ -314,9 +314,23 @@ TEST_CASE("golden: TRL luspo and vespo (presets::trl)", "[loss][golden]") {
     const auto& vespo = golden::trl::vespo();
     REQUIRE(vespo.size() >= 5);
     for (const auto& c : vespo) {
-        // TRL folds the vLLM IS ratio into vespo's sequence weight; normkit's vespo does not (is_ratio case left out).
-        if (c.has("is_ratio")) continue;
-        check_policy_case(c, loss::presets::trl(loss::presets::trl_loss_type::vespo), true);
+        if (!c.has("is_ratio")) {
+            check_policy_case(c, loss::presets::trl(loss::presets::trl_loss_type::vespo), true);
+            continue;
+        }
+        // The vLLM IS ratio goes into vespo's sequence weight, not onto the loss.
+        INFO(c.name);
+        const index_type rows = rows_of(c), cols = cols_of(c);
+        const matrix x = as_matrix(c["log_probs"], rows, cols), old = as_matrix(c["old_log_probs"], rows, cols),
+                     mask = as_matrix(c["mask"], rows, cols), advantages = as_matrix(c["advantages"], rows, 1),
+                     ratio = as_matrix(c["is_ratio"], rows, cols);
+        auto inputs = loss::make_policy_inputs(x, old, advantages, mask);
+        inputs.is_weights = view(ratio);
+        matrix gradient(rows, cols);
+        const auto result =
+            loss::policy_loss(inputs, gradient, {}, loss::presets::trl(loss::presets::trl_loss_type::vespo));
+        CHECK(result.loss == Approx(c.scalar("loss")).epsilon(1e-10).margin(1e-12));
+        check_close(gradient, c["gradient"], 1e-10);
     }
 }
 

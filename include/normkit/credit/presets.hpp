@@ -11,6 +11,10 @@
 //   verl_new_returns(γ)                  discounted_returns_options         verl-new reinforce_plus_plus: masked tokens carry
 //                                        (mask_rule = carry)                the running return through
 //   verl_old_returns(γ)                  (mask_rule = reset)                verl-old: a masked token cuts the return
+//   openrlhf_returns(γ)                  (mask_rule = discount_through)     OpenRLHF get_cumulative_returns @ 3c3be6234e0c:
+//                                                                           masked rewards count 0, discounting goes on
+//   openrlhf_gae(γ, λ)                   gae_options                        OpenRLHF get_advantages_and_returns: r and V
+//                                        (mask_rule = discount_through)     masked to 0, the recursion over every position
 //   hapo_paper()                         hapo_entropy_options               HAPO (arXiv 2509.16591) as stated: h̃ ∈ [−1, 1],
 //                                        (sign = paper_range, pivot 0.8)    pivot = the released recipe's entropy_pivot
 //   hapo_released_code()                 (sign = released_code, pivot 0.8)  starriver030515/HAPO as released: h̃ = h/min(h < 0)
@@ -55,6 +59,16 @@ inline discounted_returns_options verl_old_returns(double gamma = 1.0) {
     discounted_returns_options options = verl_new_returns(gamma);
     options.mask_rule = return_mask_rule::reset;
     return options;
+}
+
+inline discounted_returns_options openrlhf_returns(double gamma = 1.0) {
+    discounted_returns_options options = verl_new_returns(gamma);
+    options.mask_rule = return_mask_rule::discount_through;
+    return options;
+}
+
+inline gae_options openrlhf_gae(double gamma = 1.0, double lambda = 1.0) {
+    return {gamma, lambda, return_mask_rule::discount_through};
 }
 
 inline hapo_entropy_options hapo_paper() {

@@ -29,8 +29,9 @@
 //                  clip_fraction_lower = share with v = 1 and r > c (verl's metrics)
 //   vespo          ℓ = −sg(φ_i)·A·x, log w_i = clamp(Σ_t m·clamp(d_t, ±20), ln 1e-8, 20), φ_i =
 //                  exp(λ + k·log w_i − λ·w_i) with (k, λ) = (k+, λ+) if A ≥ 0 else (k−, λ−), λ ≥ 1e-4,
-//                  a non-finite φ → 0 (TRL loss_type="vespo", get_gamma_weights; without its folding
-//                  of the vLLM IS ratio into w)
+//                  a non-finite φ → 0 (TRL loss_type="vespo", get_gamma_weights); is_weights (TRL's vLLM
+//                  IS ratio) are folded into w as + Σ_t clamp(log w_t, ln 1e-8, 20) over the whole row,
+//                  and do not multiply ℓ (TRL: "except vespo")
 //   reinforce/gpg  ℓ = −A·x                              (GPG, Chu et al. 2025; verl "gpg")
 //   gmpo           per token the pessimistic clipped log-ratio g = min(d, ε_high) for A > 0,
 //                  max(d, −ε_low) for A < 0, 0 for A = 0 (verl "geo_mean": sign(A)·min(sign(A)·d,

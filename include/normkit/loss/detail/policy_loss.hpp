@@ -171,7 +171,8 @@ template <class V, class T, class C = core::compute_t<T>>
     chunk.old = reader.old(offset, n, chunk.x);
     chunk.advantages = reader.advantages(offset, n);
     chunk.mask = reader.mask(offset, n);
-    chunk.is_weights = reader.is_weights(offset, n);
+    // vespo folds the weights into its sequence weight φ (surrogate.hpp) rather than multiplying ℓ.
+    chunk.is_weights = pass.options.surrogate.mode == surrogate_mode::vespo ? nullptr : reader.is_weights(offset, n);
     if constexpr (!V::fused_ppo)
         surrogate_chunk(pass.surrogate, state, chunk.x, chunk.old, chunk.advantages, chunk.mask, n, buffers.loss.values,
                         buffers.derivative.values, metrics);

@@ -156,6 +156,36 @@ core::batch<C> lane_log(const core::batch<C>& value) {
     return core::batch<C>::load_aligned(lanes);
 }
 
+// DPPO's ℓ, ∂ℓ/∂x and metric flags (surrogate.hpp): the truncated ratio on the tokens its trust region keeps.
+template <surrogate_mode M, class C>
+[[gnu::always_inline]] inline void dppo_batch(const surrogate_parameters<C>& p, const core::batch<C>& x,
+                                              const core::batch<C>& old, const core::batch<C>& a,
+                                              const core::batch<C>& d, token_terms<C>& out) {
+    using core::batch;
+    const batch<C> zero(C(0)), one(C(1));
+    const batch<C> r = core::exp(d), dual(p.dual);
+    const batch<C> truncated = minimum(r, dual);
+    const batch<C> probability = core::exp(x), old_probability = core::exp(old);
+    const auto positive = a > zero, negative = a <= zero;
+    core::batch_mask<C> valid;
+    if constexpr (M == surrogate_mode::dppo_tv) {
+        const batch<C> change = probability - old_probability;
+        valid = (positive & (change <= batch<C>(p.epsilon_high))) | (negative & (change >= -batch<C>(p.epsilon_low)));
+    } else {
+        const batch<C> tiny(C(1e-8));
+        const batch<C> binary_kl =
+            old_probability * (old - x) +
+            (one - old_probability) * lane_log((one - old_probability + tiny) / (one - probability + tiny));
+        valid = (positive & ((binary_kl <= batch<C>(p.epsilon_high)) | (probability <= old_probability))) |
+                (negative & ((binary_kl <= batch<C>(p.epsilon_low)) | (probability >= old_probability)));
+    }
+    const batch<C> v = xsimd::select(valid, one, zero);
+    out.loss = -a * truncated * x * v;
+    out.derivative = -a * truncated * v;
+    out.clipped = one - v;
+    out.clipped_lower = xsimd::select(r > dual, v, zero);
+}
+
 // ℓ, ∂ℓ/∂x and the metric flags of one batch of tokens under surrogate M. Forced inline, as the
 // fused policy-loss step calls it per batch: a call would pass the batches through memory.
 template <surrogate_mode M, class C>
@@ -216,28 +246,7 @@ template <surrogate_mode M, class C>
         out.derivative = batch<C>(row.gradient_scale);
         out.negative_log_ratio = -raw;
     } else if constexpr (M == surrogate_mode::dppo_tv || M == surrogate_mode::dppo_kl) {
-        const batch<C> r = core::exp(d), dual(p.dual);
-        const batch<C> truncated = minimum(r, dual);
-        const batch<C> probability = core::exp(x), old_probability = core::exp(old);
-        const auto positive = a > zero, negative = a <= zero;
-        core::batch_mask<C> valid;
-        if constexpr (M == surrogate_mode::dppo_tv) {
-            const batch<C> change = probability - old_probability;
-            valid =
-                (positive & (change <= batch<C>(p.epsilon_high))) | (negative & (change >= -batch<C>(p.epsilon_low)));
-        } else {
-            const batch<C> tiny(C(1e-8));
-            const batch<C> binary_kl =
-                old_probability * (old - x) +
-                (one - old_probability) * lane_log((one - old_probability + tiny) / (one - probability + tiny));
-            valid = (positive & ((binary_kl <= batch<C>(p.epsilon_high)) | (probability <= old_probability))) |
-                    (negative & ((binary_kl <= batch<C>(p.epsilon_low)) | (probability >= old_probability)));
-        }
-        const batch<C> v = xsimd::select(valid, one, zero);
-        out.loss = -a * truncated * x * v;
-        out.derivative = -a * truncated * v;
-        out.clipped = one - v;
-        out.clipped_lower = xsimd::select(r > dual, v, zero);
+        dppo_batch<M>(p, x, old, a, d, out);
     } else if constexpr (M == surrogate_mode::vespo) {
         const batch<C> phi = xsimd::select(a >= zero, batch<C>(row.phi_positive), batch<C>(row.phi_negative));
         out.loss = -phi * a * x;
@@ -344,6 +353,42 @@ double sequence_derivative(const surrogate_parameters<C>& p, double s, double po
              negative * slope(static_cast<double>(p.tau_negative)));
 }
 
+// vespo's φ_i for either sign of A from the row's Σ m·clamp(d, ±20) (TRL get_gamma_weights).
+template <class C>
+void vespo_factors(const surrogate_parameters<C>& p, double log_ratio_sum, sequence_state<C>& state) {
+    const double log_w = std::clamp(log_ratio_sum, std::log(1e-8), 20.0), w = std::exp(log_w);
+    const auto phi = [&](double k, double lambda) {
+        lambda = std::max(lambda, 1e-4);
+        const double value = std::exp(lambda + k * log_w - lambda * w);
+        return std::isfinite(value) ? static_cast<C>(value) : C(0);
+    };
+    state.phi_positive = phi(p.vespo[0], p.vespo[1]);
+    state.phi_negative = phi(p.vespo[2], p.vespo[3]);
+}
+
+// sapo_sequence's gates σ(τ(s_i − 1))·4/τ for τ+ and τ−, once per row.
+template <class C>
+void sapo_gates(const surrogate_parameters<C>& p, sequence_state<C>& state) {
+    const double s = static_cast<double>(state.ratio);
+    const auto gate = [s](C tau) {
+        const double t = static_cast<double>(tau);
+        return static_cast<C>(4.0 / t / (1.0 + std::exp(-t * (s - 1.0))));
+    };
+    state.phi_positive = gate(p.tau_positive);
+    state.phi_negative = gate(p.tau_negative);
+}
+
+// TRL's vespo folds the vLLM IS ratio into its sequence weight instead of multiplying the loss by it:
+// Σ_t clamp(log w_t, ln 1e-8, 20) over every position of the chunk (TRL sums the whole row).
+template <class C>
+double vespo_log_weights(const C* weights, index_type n) {
+    double sum = 0;
+    if (weights)
+        for (index_type i = 0; i < n; ++i)
+            sum += std::clamp(std::log(static_cast<double>(weights[i])), std::log(1e-8), 20.0);
+    return sum;
+}
+
 // The sequence state of the current row. `weights` (upstream ∂loss/∂ℓ, same shape) gives D_i; when
 // absent, D_i uses the mask (the caller then multiplies by its row scale a_i).
 template <class T>
@@ -373,19 +418,13 @@ sequence_state<core::compute_t<T>> sequence_row(const surrogate_parameters<core:
         });
         count += static_cast<double>(sums[0]);
         log_ratio_sum += static_cast<double>(sums[1]);
+        if (p.mode == surrogate_mode::vespo) log_ratio_sum += vespo_log_weights(reader.is_weights(offset, n), n);
         positive += static_cast<double>(sums[2]);
         negative += static_cast<double>(sums[3]);
     }
     const double z = count > 0 ? log_ratio_sum / count : 0.0;
     if (p.mode == surrogate_mode::vespo) {
-        const double log_w = std::clamp(log_ratio_sum, std::log(1e-8), 20.0), w = std::exp(log_w);
-        const auto phi = [&](double k, double lambda) {
-            lambda = std::max(lambda, 1e-4);
-            const double value = std::exp(lambda + k * log_w - lambda * w);
-            return std::isfinite(value) ? static_cast<C>(value) : C(0);
-        };
-        state.phi_positive = phi(p.vespo[0], p.vespo[1]);
-        state.phi_negative = phi(p.vespo[2], p.vespo[3]);
+        vespo_factors(p, log_ratio_sum, state);
     } else if (p.mode == surrogate_mode::gspo_token) {
         state.ratio = static_cast<C>(std::exp(std::min(z, 10.0)));
         state.passes = z <= 10.0 ? C(1) : C(0);
@@ -397,15 +436,7 @@ sequence_state<core::compute_t<T>> sequence_row(const surrogate_parameters<core:
         const double s = p.mode == surrogate_mode::gspo_sequence ? std::min(unclamped, dual) : unclamped;
         state.ratio = static_cast<C>(s);
         const double derivative = sequence_derivative(p, static_cast<double>(state.ratio), positive, negative);
-        if (p.mode == surrogate_mode::sapo_sequence) {
-            const auto gate = [&](C tau) {
-                return static_cast<C>(
-                    4.0 / static_cast<double>(tau) /
-                    (1.0 + std::exp(-static_cast<double>(tau) * (static_cast<double>(state.ratio) - 1.0))));
-            };
-            state.phi_positive = gate(p.tau_positive);
-            state.phi_negative = gate(p.tau_negative);
-        }
+        if (p.mode == surrogate_mode::sapo_sequence) sapo_gates(p, state);
         const bool passes = count > 0 && std::abs(z) <= limit && unclamped <= dual;
         state.gradient_scale = passes ? static_cast<C>(derivative * s / count) : C(0);
     } else {
@@ -536,7 +567,8 @@ surrogate_metrics policy_surrogate(const policy_inputs<T>& inputs, matrix_view<T
                     const C* mc = reader.mask(offset, n);
                     surrogate_chunk(p, state, xc, reader.old(offset, n, xc), reader.advantages(offset, n), mc, n,
                                     loss_buffer.values, derivative_buffer.values, sums);
-                    weigh_chunk(reader.is_weights(offset, n), n, loss_buffer.values, derivative_buffer.values);
+                    if (p.mode != surrogate_mode::vespo)  // vespo took the weights into φ
+                        weigh_chunk(reader.is_weights(offset, n), n, loss_buffer.values, derivative_buffer.values);
                     if (!loss_out.empty()) store_chunk(loss_out.row(row) + offset, loss_buffer.values, n);
                     if (writes_gradient)
                         store_surrogate_gradient(derivative_buffer.values, mc,
