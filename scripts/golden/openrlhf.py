@@ -33,9 +33,11 @@ def rand(shape, low, high):
 
 # compute_approx_kl: every estimator clamped to ±10; the value and its gradient w.r.t. log_probs.
 d_values = [0.0, 0.3, -0.7, 5.0, -5.0, 12.0, -12.0, -3.0, 2.5, 4.4721]
-for estimator in ["k1", "k2", "k3"]:
+for case, estimator in enumerate(["k1", "k2", "k3", "k1", "k2", "k3"]):
     base = rand((2, 10), -4.0, -0.5)
-    x = (base + t([d_values, [v / 2 for v in d_values]])).requires_grad_(True)
+    # the first three: the edge values (±10 crossed, d = 5 for k2, d = −12 for k1); the others: random d.
+    d = t([d_values, [v / 2 for v in d_values]]) if case < 3 else rand((2, 10), -14.0, 14.0)
+    x = (base + d).requires_grad_(True)
     value = ns["compute_approx_kl"](x, base, kl_estimator=estimator)
     value.sum().backward()
     loss_out.add("approx_kl", UTILS, "compute_approx_kl", estimator, log_probs=x, log_probs_base=base, value=value,

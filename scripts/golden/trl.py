@@ -89,7 +89,7 @@ def run_loss(table, name, options, x, old, advantages, mask, ref=None, sampling=
     if is_ratio is not None:
         fields.update(is_ratio=is_ratio)
     fields.update(extra)
-    loss_out.add(table, GRPO, "GRPOTrainer._compute_loss " + str(options), name, **fields)
+    loss_out.add(table, GRPO, "GRPOTrainer._compute_loss", name, **fields)
 
 
 def data(B=4, T=6, spread=0.6, empty_row=True):

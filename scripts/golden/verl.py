@@ -126,12 +126,20 @@ for name, level, threshold, normalize in [("token_tis", "token", 2.0, False), ("
                  batch_normalize=normalize, weights=weights, rows=rows, cols=cols)
 
 # OPO: a group whose responses are all empty divides 0 by 0 in verl (NaN); normkit falls back to the mean.
-scores_mask = t([[0, 0, 0], [0, 0, 0], [1, 1, 0], [1, 0, 0]])
-token_rewards = t([[0, 0, 1.0], [0, 0, 0.5], [0, 2.0, 0], [3.0, 0, 0]])
-index = ["a", "a", "b", "b"]
-advantages, _ = ns["compute_opo_outcome_advantage"](token_rewards, scores_mask, index)
-advantage_out.add("opo", CORE, "compute_opo_outcome_advantage", "all_empty_group", token_level_rewards=token_rewards,
-                  response_mask=scores_mask, advantages=advantages, rows=4, cols=3)
+opo_cases = [("all_empty_group", t([[0, 0, 0], [0, 0, 0], [1, 1, 0], [1, 0, 0]]),
+              t([[0, 0, 1.0], [0, 0, 0.5], [0, 2.0, 0], [3.0, 0, 0]]))]
+for k in range(4):
+    lengths = torch.randint(0 if k == 3 else 1, 6, (6,), generator=generator)
+    if k == 3:
+        lengths[:3] = 0  # the first group all empty
+    m = (torch.arange(5).unsqueeze(0) < lengths.unsqueeze(1)).double()
+    opo_cases.append((f"random_{k}", m, rand((6, 5), -1, 1) * m))
+for name, scores_mask, token_rewards in opo_cases:
+    index = ["a", "a", "b", "b"] if scores_mask.shape[0] == 4 else ["a", "a", "a", "b", "b", "b"]
+    advantages, _ = ns["compute_opo_outcome_advantage"](token_rewards, scores_mask, index)
+    advantage_out.add("opo", CORE, "compute_opo_outcome_advantage", name, token_level_rewards=token_rewards,
+                      response_mask=scores_mask, advantages=advantages, rows=scores_mask.shape[0],
+                      cols=scores_mask.shape[1], group_size=3 if scores_mask.shape[0] == 6 else 2)
 
 loss_out.write(os.path.join(ROOT, "tests/loss/golden_verl.hpp"))
 advantage_out.write(os.path.join(ROOT, "tests/advantage/golden_verl.hpp"))

@@ -4,6 +4,7 @@
 #include "../credit/golden_openrlhf.hpp"
 #include "golden_trl.hpp"
 #include "golden_verl.hpp"
+#include "reference/advantage.hpp"
 #include "support.hpp"
 
 #include <normkit/advantage/all.hpp>
@@ -126,29 +127,47 @@ TEST_CASE("golden: OpenRLHF dynamic filtering (dapo_filter mean_in_range) beside
                       Catch::Contains("range"));
 }
 
-TEST_CASE("golden: verl OPO, a group whose responses are all empty (verl NaN, normkit the unweighted mean)",
+TEST_CASE("golden: verl OPO; a group whose responses are all empty (verl NaN, normkit the unweighted mean)",
           "[advantage][golden]") {
-    const auto& c = golden::verl::opo().at(0);
-    const matrix rewards = as_matrix(c, "token_level_rewards"), mask = as_matrix(c, "response_mask");
-    std::vector<double> scores(4);
-    std::vector<std::int64_t> lengths(4);
-    for (index_type i = 0; i < 4; ++i) {
-        scores[i] = golden::row_sum(rewards, i);
-        lengths[i] = static_cast<std::int64_t>(golden::row_sum(mask, i));
+    const auto& cases = golden::verl::opo();
+    REQUIRE(cases.size() >= 5);
+    for (const auto& c : cases) {
+        INFO(c.name);
+        const matrix rewards = as_matrix(c, "token_level_rewards"), mask = as_matrix(c, "response_mask");
+        const auto n = static_cast<std::size_t>(rewards.rows());
+        const auto G = static_cast<std::size_t>(c.scalar("group_size"));
+        std::vector<double> scores(n), advantages(n);
+        std::vector<std::int64_t> lengths(n), ids(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            scores[i] = golden::row_sum(rewards, static_cast<index_type>(i));
+            lengths[i] = static_cast<std::int64_t>(golden::row_sum(mask, static_cast<index_type>(i)));
+            ids[i] = static_cast<std::int64_t>(i / G);
+        }
+        advantage::opo(scores, group_ids(ids), lengths, advantages);
+        for (std::size_t g = 0; g < n / G; ++g) {
+            std::int64_t total = 0;
+            double sum = 0;
+            for (std::size_t j = 0; j < G; ++j) {
+                total += lengths[g * G + j];
+                sum += scores[g * G + j];
+            }
+            for (std::size_t j = 0; j < G; ++j) {
+                const std::size_t i = g * G + j;
+                if (total == 0) {
+                    // verl: 0/0 for the whole group; normkit: r − the group's unweighted mean.
+                    CHECK(std::isnan(c["advantages"][i * rewards.cols()]));
+                    CHECK(advantages[i] == Approx(scores[i] - sum / static_cast<double>(G)));
+                    continue;
+                }
+                // verl's advantage stands on every valid token of the row (× mask).
+                for (index_type t = 0; t < rewards.cols(); ++t)
+                    if (mask(static_cast<index_type>(i), t) != 0)
+                        CHECK(advantages[i] ==
+                              Approx(c["advantages"][i * rewards.cols() + t]).epsilon(1e-12).margin(1e-12));
+            }
+        }
     }
-    std::vector<double> advantages(4);
-    const std::vector<std::int64_t> ids = {0, 0, 1, 1};
-    advantage::opo(scores, group_ids(ids), lengths, advantages);
-    // verl: 0/0 for group "a" (its advantages are NaN); normkit: r − mean = ±0.25.
-    CHECK(std::isnan(c["advantages"][0]));
-    CHECK(advantages[0] == Approx(0.25));
-    CHECK(advantages[1] == Approx(-0.25));
-    // Group "b" agrees with verl: the per-sample value on the first valid token of each row.
-    CHECK(advantages[2] == Approx(c["advantages"][6]));
-    CHECK(advantages[3] == Approx(c["advantages"][9]));
 }
-
-#include "reference/advantage.hpp"
 
 TEST_CASE("trl_rloo and masked_whiten against the references on random data", "[advantage][golden]") {
     std::mt19937 generator(44);
@@ -188,4 +207,21 @@ TEST_CASE("trl_rloo and masked_whiten against the references on random data", "[
                 reference::masked_whiten(x, m, options.ddof, options.eps, openrlhf, options.shift_mean, options.scale);
             CHECK(testing::relative_error(std::vector<double>(out.data(), out.data() + out.size()), expected) < 1e-12);
         }
+}
+
+TEST_CASE("dapo_filter's two rules against the reference on random groups", "[advantage][golden]") {
+    std::mt19937 generator(46);
+    std::uniform_int_distribution<int> score(0, 4);
+    for (const std::size_t G : {std::size_t(1), std::size_t(2), std::size_t(5)}) {
+        std::vector<double> rewards(30 * G);
+        for (auto& r : rewards) r = score(generator) / 4.0;
+        for (const bool in_range : {false, true}) {
+            INFO("G " << G << " in_range " << in_range);
+            std::vector<std::uint8_t> keep(rewards.size());
+            const advantage::dapo_filter_options options{
+                in_range ? advantage::dapo_filter_rule::mean_in_range : advantage::dapo_filter_rule::spread, 0.2, 0.9};
+            advantage::dapo_filter(rewards, contiguous_groups(static_cast<index_type>(G)), keep, options);
+            CHECK(keep == reference::dapo_keep(rewards, G, in_range, 0.2, 0.9));
+        }
+    }
 }

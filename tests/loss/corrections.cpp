@@ -125,3 +125,20 @@ TEST_CASE("rollout_correction_weights: every level and bound against the referen
                 CHECK(relative_error(to_vector(normalized), to_vector(matrix<double>(w / mean))) < 1e-13);
             }
 }
+
+TEST_CASE("off_policy_sequence_mask against the reference; advantages must be B x 1", "[loss][correction]") {
+    const index_type rows = 40, cols = 13;
+    const auto x = random_values(rows * cols, 21, -1.0, 0.5), sampling = random_values(rows * cols, 22, -1.0, 0.5);
+    const auto advantages = random_values(rows, 23);
+    const auto mask = padded_mask(rows, cols, 24);
+    for (const double threshold : {-0.2, 0.0, 0.3}) {
+        matrix<double> keep(rows, 1);
+        loss::off_policy_sequence_mask(from<double>(x, rows, cols), from<double>(sampling, rows, cols),
+                                       from<double>(advantages, rows, 1), from<double>(mask, rows, cols), keep,
+                                       threshold);
+        CHECK(to_vector(keep) == reference::off_policy_mask(x, sampling, advantages, mask, {rows, cols}, threshold));
+    }
+    matrix<double> keep(rows, 1);
+    const auto wide = from<double>(random_values(rows * cols, 25), rows, cols);
+    CHECK_THROWS_WITH(loss::off_policy_sequence_mask(wide, wide, wide, {}, keep, 0.0), Catch::Contains("advantages"));
+}

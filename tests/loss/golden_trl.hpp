@@ -7,7 +7,7 @@
 
 namespace normkit::golden::trl {
 
-// trl/trainer/grpo_trainer.py: GRPOTrainer._compute_loss {'loss_type': 'grpo', 'level': 'sequence', 'delta': 1.5} (6 cases)
+// trl/trainer/grpo_trainer.py: GRPOTrainer._compute_loss (6 cases)
 inline const std::vector<golden_case>& delta_sequence() {
     static const std::vector<golden_case> cases = {
         {"issue",
@@ -262,7 +262,7 @@ inline const std::vector<golden_case>& delta_sequence() {
     return cases;
 }
 
-// trl/trainer/grpo_trainer.py: GRPOTrainer._compute_loss {'loss_type': 'sapo', 'level': 'sequence'} (5 cases)
+// trl/trainer/grpo_trainer.py: GRPOTrainer._compute_loss (5 cases)
 inline const std::vector<golden_case>& sapo_sequence() {
     static const std::vector<golden_case> cases = {
         {"random_0",
@@ -499,7 +499,7 @@ inline const std::vector<golden_case>& sapo_sequence() {
     return cases;
 }
 
-// trl/trainer/grpo_trainer.py: GRPOTrainer._compute_loss {'loss_type': 'luspo', 'level': 'sequence', 'epsilon': (0.2, 0.28)} (5 cases)
+// trl/trainer/grpo_trainer.py: GRPOTrainer._compute_loss (5 cases)
 inline const std::vector<golden_case>& luspo() {
     static const std::vector<golden_case> cases = {
         {"random_0",
@@ -736,7 +736,7 @@ inline const std::vector<golden_case>& luspo() {
     return cases;
 }
 
-// trl/trainer/grpo_trainer.py: GRPOTrainer._compute_loss {'loss_type': 'vespo'} (5 cases)
+// trl/trainer/grpo_trainer.py: GRPOTrainer._compute_loss (5 cases)
 inline const std::vector<golden_case>& vespo() {
     static const std::vector<golden_case> cases = {
         {"random_0",
@@ -998,7 +998,7 @@ inline const std::vector<golden_case>& vespo() {
     return cases;
 }
 
-// trl/trainer/grpo_trainer.py: GRPOTrainer._compute_loss {'loss_type': 'grpo', 'level': 'token', 'beta': 0.04, 'bias_kl': True} (5 cases)
+// trl/trainer/grpo_trainer.py: GRPOTrainer._compute_loss (5 cases)
 inline const std::vector<golden_case>& bias_correction_kl() {
     static const std::vector<golden_case> cases = {
         {"grpo_token_0",
@@ -1280,7 +1280,7 @@ inline const std::vector<golden_case>& bias_correction_kl() {
     return cases;
 }
 
-// trl/trainer/grpo_trainer.py: GRPOTrainer._compute_loss {'loss_type': 'dapo', 'opsm': 0.0} (5 cases)
+// trl/trainer/grpo_trainer.py: GRPOTrainer._compute_loss (5 cases)
 inline const std::vector<golden_case>& off_policy_mask() {
     static const std::vector<golden_case> cases = {
         {"random_0",
@@ -1835,7 +1835,7 @@ inline const std::vector<golden_case>& vllm_is_ratio() {
     return cases;
 }
 
-// trl/trainer/grpo_trainer.py: GRPOTrainer._compute_loss {'loss_type': 'dapo', 'vllm_is': True} (6 cases)
+// trl/trainer/grpo_trainer.py: GRPOTrainer._compute_loss (6 cases)
 inline const std::vector<golden_case>& vllm_is_loss() {
     static const std::vector<golden_case> cases = {
         {"token_truncate_None_3.0",

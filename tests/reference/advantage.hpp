@@ -255,6 +255,20 @@ inline std::vector<double> trl_rloo(std::vector<double> rewards, std::size_t gro
     return advantages;
 }
 
+// dapo_filter per contiguous group: spread (min < mean < max) or mean_in_range (low < mean < high).
+inline std::vector<std::uint8_t> dapo_keep(const std::vector<double>& rewards, std::size_t group_size, bool in_range,
+                                           double low, double high) {
+    std::vector<std::uint8_t> keep(rewards.size());
+    for (std::size_t start = 0; start < rewards.size(); start += group_size) {
+        const std::vector<double> group(rewards.begin() + start, rewards.begin() + start + group_size);
+        const double mean = mean_of(group);
+        const auto [lowest, highest] = std::minmax_element(group.begin(), group.end());
+        const bool kept = in_range ? (low < mean && mean < high) : (*lowest < mean && mean < *highest);
+        for (std::size_t j = 0; j < group_size; ++j) keep[start + j] = kept ? 1 : 0;
+    }
+    return keep;
+}
+
 // masked_whiten over the marked entries: (x − μ)/D(v) (+ μ without shift), D = √(v + ε) or √max(v, ε), or 1.
 inline std::vector<double> masked_whiten(const std::vector<double>& x, const std::vector<double>& mask, int ddof,
                                          double eps, bool clamp_variance, bool shift_mean, bool scale) {

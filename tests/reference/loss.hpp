@@ -293,4 +293,21 @@ inline std::vector<double> rollout_weights(const std::vector<double>& x, const s
     return w;
 }
 
+// TRL's get_off_policy_mask: keep_i = A_i ≥ 0 or Σ_t m·(x_s − x)/max(1, Σ_t m) ≤ δ.
+inline std::vector<double> off_policy_mask(const std::vector<double>& x, const std::vector<double>& sampling,
+                                           const std::vector<double>& advantages, const std::vector<double>& mask,
+                                           loss_shape shape, double threshold) {
+    const auto [rows, cols] = shape;
+    std::vector<double> keep(rows);
+    for (std::ptrdiff_t i = 0; i < rows; ++i) {
+        long double sum = 0, count = 0;
+        for (std::ptrdiff_t t = 0; t < cols; ++t) {
+            sum += mask[i * cols + t] * (sampling[i * cols + t] - x[i * cols + t]);
+            count += mask[i * cols + t];
+        }
+        keep[i] = advantages[i] >= 0 || static_cast<double>(sum / std::max(count, 1.0L)) <= threshold ? 1.0 : 0.0;
+    }
+    return keep;
+}
+
 }  // namespace normkit::reference
