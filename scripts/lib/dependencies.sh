@@ -1,7 +1,10 @@
 # Installs what is missing from the distribution's packages. Sourced by
-# scripts/test and scripts/bench.
+# scripts/test, scripts/bench, scripts/fuzz and scripts/tsan.
 #   require_packages PKG...   needed: install them (root) or print the command and stop
 #   optional_packages PKG...  wanted (the libtorch/oneDNN peers): install when root, else say they are skipped
+#   stage_packages STAGE PKG...  what one stage of scripts/test needs (clang and LLVM's libomp for
+#                             the fuzz stage): install when root; returns non-zero, saying the
+#                             stage is skipped, when they are missing and cannot be installed
 
 missing_packages() {
   local package
@@ -43,4 +46,20 @@ optional_packages() {
     echo "normkit: optional peers not installed ($missing); their comparisons are skipped." >&2
     echo "normkit: to include them: sudo apt-get install -y --no-install-recommends $missing" >&2
   fi
+}
+
+stage_packages() {
+  local stage=$1 missing
+  shift
+  missing=$(missing_packages "$@" | tr '\n' ' ')
+  [ -z "${missing// /}" ] && return 0
+  if [ "$(id -u)" = 0 ]; then
+    echo "normkit: installing $missing for the $stage stage"
+    apt_install $missing && return 0
+    echo "normkit: could not install $missing; the $stage stage is skipped" >&2
+  else
+    echo "normkit: the $stage stage needs $missing; it is skipped." >&2
+    echo "normkit: to include it: sudo apt-get install -y --no-install-recommends $missing" >&2
+  fi
+  return 1
 }
