@@ -1,0 +1,126 @@
+// The bad-input matrix of the credit module (docs/errors.md): the logits
+// kernels, the broadcast and the discounted returns, for each kind of bad input
+// the normkit::error and the words of its message, or the documented value.
+// Float logits and double token data only.
+#include "support.hpp"
+
+#include <normkit/credit/broadcast.hpp>
+#include <normkit/credit/logits_statistics.hpp>
+#include <normkit/credit/returns.hpp>
+
+#include <limits>
+
+using namespace normkit;
+using namespace normkit::testing;
+
+namespace {
+
+const double nan_value = std::numeric_limits<double>::quiet_NaN();
+const float minus_infinity = -std::numeric_limits<float>::infinity();
+
+credit::logits_options at_temperature(double temperature) {
+    credit::logits_options options;
+    options.temperature = temperature;
+    return options;
+}
+
+}  // namespace
+
+TEST_CASE("errors: logits_statistics and logits_backward name tokens, rows, temperature and lengths",
+          "[credit][errors]") {
+    std::vector<float> z = {0.5f, 1.0f, -2.0f, 0.0f, 3.0f, 1.0f}, lse(2), short_stat(1), g = {1.0f, 0.5f}, gradient(6),
+                       wide(8);
+    const auto logits = view(z.data(), 2, 3);
+    const std::vector<index_type> tokens = {0, 2}, outside = {0, 3}, negative = {-1, 0}, short_tokens = {1};
+    require_error_naming([&] { credit::logits_statistics(logits, outside, lse); }, "tokens[1] = 3");
+    require_error_naming([&] { credit::logits_statistics(logits, negative, lse); }, "tokens[0] = -1");
+    require_error_naming([&] { credit::logits_statistics(logits, short_tokens, lse); },
+                         "tokens has length 1 but logits has 2");
+    require_error_naming([&] { credit::logits_statistics(logits, tokens, short_stat); },
+                         "token_log_probability has length 1");
+    require_error_naming([&] { credit::logits_statistics(logits, tokens, {}, {}, {}, short_stat); },
+                         "logsumexp has length 1");
+    for (double temperature : {0.0, -1.0, nan_value, static_cast<double>(INFINITY)}) {
+        INFO("temperature " << temperature);
+        require_error_naming(
+            [&] { credit::logits_statistics(logits, tokens, lse, {}, {}, {}, at_temperature(temperature)); },
+            "temperature must be positive and finite");
+    }
+    std::vector<float> masked = z;
+    for (int v = 3; v < 6; ++v) masked[static_cast<std::size_t>(v)] = minus_infinity;
+    require_error_naming([&] { credit::logits_statistics(view(masked.data(), 2, 3), tokens, lse); },
+                         "logits row 1 has no finite entry (all 3 logits are -inf)");
+    require_error_naming(
+        [&] {
+            credit::logits_statistics(matrix_view<const float>{nullptr, 2, 3, 3}, tokens, lse);
+        },
+        "logits is null");
+    std::vector<float> none;
+    require_error_naming([&] { credit::logits_statistics(view(none.data(), 2, 0), tokens, lse); },
+                         "is outside the vocabulary [0, 0)");
+    require_error_naming([&] { credit::logits_backward(g, logits, tokens, view(wide.data(), 2, 4)); },
+                         "logits_gradient has shape 2x4 but logits has shape 2x3");
+    require_error_naming([&] { credit::logits_backward(short_stat, logits, tokens, view(gradient.data(), 2, 3)); },
+                         "output_gradient has length 1");
+    require_error_naming([&] { credit::logits_backward({}, logits, tokens, view(gradient.data(), 2, 3)); },
+                         "output_gradient (one g_t per row) is required");
+}
+
+TEST_CASE("errors: the logits kernels' documented special values", "[credit][errors]") {
+    std::vector<float> z = {0.5f, minus_infinity, -2.0f, std::numeric_limits<float>::quiet_NaN(), 3.0f, 1.0f};
+    const std::vector<index_type> tokens = {1, 2};
+    std::vector<float> log_p(2), entropy(2), squares(2), lse(2), gradient(6);
+    credit::logits_statistics(view(z.data(), 2, 3), tokens, log_p, entropy, squares, lse);
+    // A sampled token of logit -inf: log pi = -inf, and its gradient is finite.
+    CHECK(log_p[0] == minus_infinity);
+    CHECK(std::isfinite(entropy[0]));
+    credit::logits_backward(std::vector<float>{1.0f}, view(z.data(), 1, 3), std::vector<index_type>{1},
+                            view(gradient.data(), 1, 3));
+    for (int v = 0; v < 3; ++v) CHECK(std::isfinite(gradient[static_cast<std::size_t>(v)]));
+    // A NaN logit is not a supported input: NaN statistics (not a silent finite value).
+    CHECK(std::isnan(lse[1]));
+    CHECK(std::isnan(entropy[1]));
+}
+
+TEST_CASE("errors: broadcast_advantages and the discounted returns name shapes and discounts", "[credit][errors]") {
+    const std::vector<double> advantages = {1.0, -1.0}, short_advantages = {1.0}, mask = {1, 1, 0, 1, 0, 0},
+                              rewards = {0, 0, 1, 0, 1, 0}, values = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6};
+    std::vector<double> out(6), wide(8);
+    require_error_naming(
+        [&] {
+            credit::broadcast_advantages(vector_view<const double>(short_advantages), view(mask.data(), 2, 3),
+                                         view(out.data(), 2, 3));
+        },
+        "advantages has length 1");
+    require_error_naming(
+        [&] {
+            credit::broadcast_advantages(vector_view<const double>(advantages), view(mask.data(), 2, 3),
+                                         view(wide.data(), 2, 4));
+        },
+        "output has shape 2x4 but mask has shape 2x3");
+    credit::discounted_returns_options far;
+    far.gamma = 1.5;
+    require_error_naming(
+        [&] {
+            credit::discounted_returns(view(rewards.data(), 2, 3), view(mask.data(), 2, 3), view(out.data(), 2, 3),
+                                       far);
+        },
+        "gamma must lie in [0, 1], got 1.5");
+    require_error_naming(
+        [&] {
+            credit::discounted_returns(view(rewards.data(), 2, 3), view(mask.data(), 2, 3), view(wide.data(), 2, 4));
+        },
+        "returns has shape 2x4");
+    credit::gae_options bad_lambda;
+    bad_lambda.lambda = nan_value;
+    require_error_naming(
+        [&] {
+            credit::generalized_advantage_estimation(view(rewards.data(), 2, 3), view(values.data(), 2, 3),
+                                                     view(mask.data(), 2, 3), view(out.data(), 2, 3), {}, bad_lambda);
+        },
+        "lambda must lie in [0, 1]");
+    // Documented: masked tokens get 0 advantage, +0 in the broadcast.
+    credit::broadcast_advantages(vector_view<const double>(advantages), view(mask.data(), 2, 3),
+                                 view(out.data(), 2, 3));
+    CHECK(out == std::vector<double>{1.0, 1.0, 0.0, -1.0, 0.0, 0.0});
+}

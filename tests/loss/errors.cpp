@@ -1,0 +1,172 @@
+// The bad-input matrix of the loss module (docs/errors.md): for each public
+// function and each kind of bad input, the normkit::error and the words of its
+// message, or the documented value. Double storage only.
+#include "support.hpp"
+
+#include <normkit/loss/aggregate.hpp>
+#include <normkit/loss/kl.hpp>
+#include <normkit/loss/policy_loss.hpp>
+
+#include <limits>
+
+using namespace normkit;
+using namespace normkit::testing;
+
+namespace {
+
+const double nan_value = std::numeric_limits<double>::quiet_NaN();
+const double infinity = std::numeric_limits<double>::infinity();
+
+// 2 × 3 token data and a 2 × 4 mismatch.
+struct tokens {
+    std::vector<double> x = {-1.0, -0.5, -2.0, -0.3, -1.2, -0.7}, old = {-1.1, -0.5, -1.5, -0.3, -0.9, -0.8},
+                        ref = {-1.0, -0.6, -2.0, -0.2, -1.2, -0.6}, mask = {1, 1, 1, 1, 1, 0}, a = {1.0, -2.0},
+                        out = std::vector<double>(6), wide = std::vector<double>(8), g = std::vector<double>(6);
+    matrix_view<double> X = view(x.data(), 2, 3), OLD = view(old.data(), 2, 3), REF = view(ref.data(), 2, 3),
+                        M = view(mask.data(), 2, 3), A = view(a.data(), 2, 1), OUT = view(out.data(), 2, 3),
+                        WIDE = view(wide.data(), 2, 4), G = view(g.data(), 2, 3);
+
+    loss::policy_inputs<double> inputs() const {
+        loss::policy_inputs<double> in;
+        in.log_probs = X;
+        in.old_log_probs = OLD;
+        in.advantages = A;
+        in.mask = M;
+        in.ref_log_probs = REF;
+        return in;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("errors: aggregate_loss and kl_penalty name shapes, nulls and options", "[loss][errors]") {
+    tokens t;
+    require_error_naming([&] { loss::aggregate_loss(t.X, t.WIDE); }, "mask has shape 2x4 but loss has shape 2x3");
+    require_error_naming([&] { loss::aggregate_loss(t.X, t.M, t.WIDE); }, "weights has shape 2x4");
+    require_error_naming([&] { loss::aggregate_loss(matrix_view<const double>{nullptr, 2, 3, 3}); }, "loss is null");
+    loss::aggregate_loss_options options;
+    options.normalizer_length = 0.0;
+    require_error_naming([&] { loss::aggregate_loss(t.X, t.M, {}, options); },
+                         "normalizer_length (L) must be positive");
+    options = {};
+    options.alpha = -1;
+    require_error_naming([&] { loss::aggregate_loss(t.X, t.M, {}, options); }, "alpha must be finite and >= 0");
+    options = {};
+    options.data_parallel_size = 0.5;
+    require_error_naming([&] { loss::aggregate_loss(t.X, t.M, {}, options); }, "data_parallel_size must be >= 1");
+    options = {};
+    options.data_parallel_size = 2;
+    require_error_naming([&] { loss::aggregate_loss(t.X, t.M, {}, options); },
+                         "data_parallel_size > 1 with token_mean needs global_token_count");
+    options = {};
+    options.global_token_count = nan_value;
+    require_error_naming([&] { loss::aggregate_loss(t.X, t.M, {}, options); }, "global_token_count must be finite");
+    std::vector<double> fractional = {1, 0.5, 1, 1, 1, 0};
+    require_error_naming([&] { loss::aggregate_loss(t.X, view(fractional.data(), 2, 3)); },
+                         "values the mask rule rejects");
+    require_error_naming([&] { loss::kl_penalty(t.X, t.WIDE, t.OUT); }, "ref_log_probs has shape 2x4");
+    require_error_naming([&] { loss::kl_penalty(t.X, t.REF, matrix_view<double>{}); }, "value is missing");
+    loss::kl_penalty_options limit;
+    limit.value_limit = -1.0;
+    require_error_naming([&] { loss::kl_penalty(t.X, t.REF, t.OUT, {}, limit); }, "value_limit");
+}
+
+TEST_CASE("errors: policy_loss and the surrogates name missing inputs, shapes and constants", "[loss][errors]") {
+    tokens t;
+    auto in = t.inputs();
+    loss::policy_loss_options options;
+    options.use_kl_loss = true;
+    auto no_ref = in;
+    no_ref.ref_log_probs = {};
+    require_error_naming([&] { loss::policy_loss(no_ref, t.G, {}, options); },
+                         "ref_log_probs are needed when use_kl_loss");
+    options = {};
+    options.entropy_coefficient = 0.01;
+    require_error_naming([&] { loss::policy_loss(in, t.G, {}, options); },
+                         "entropies are needed when entropy_coefficient");
+    options = {};
+    options.kl_coefficient = infinity;
+    require_error_naming([&] { loss::policy_loss(in, t.G, {}, options); }, "kl_coefficient must be finite");
+    auto no_old = in;
+    no_old.old_log_probs = {};
+    require_error_naming([&] { loss::policy_loss(no_old, t.G); }, "old_log_probs are needed by this surrogate mode");
+    auto no_advantages = in;
+    no_advantages.advantages = {};
+    require_error_naming([&] { loss::policy_loss(no_advantages, t.G); }, "advantages are missing");
+    auto bad_advantages = in;
+    bad_advantages.advantages = t.WIDE;
+    require_error_naming([&] { loss::policy_loss(bad_advantages, t.G); },
+                         "advantages has shape 2x4 but log_probs has shape 2x3 (expected 2x3 or 2x1)");
+    auto bad_mask = in;
+    bad_mask.mask = t.WIDE;
+    require_error_naming([&] { loss::policy_loss(bad_mask, t.G); }, "mask has shape 2x4");
+    require_error_naming([&] { loss::policy_loss(in, t.WIDE); }, "log_probs_gradient has shape 2x4");
+    auto null_x = in;
+    null_x.log_probs = matrix_view<const double>{nullptr, 2, 3, 3};
+    require_error_naming([&] { loss::policy_loss(null_x, t.G); }, "log_probs is null");
+    const auto surrogate_error = [&](auto change, const char* words) {
+        loss::policy_loss_options o;
+        change(o.surrogate);
+        require_error_naming([&] { loss::policy_loss(in, t.G, {}, o); }, words);
+    };
+    surrogate_error([](auto& s) { s.epsilon_low = -0.1; }, "epsilon_low must be finite and >= 0");
+    surrogate_error([](auto& s) { s.epsilon_high = nan_value; }, "epsilon_high must be finite and >= 0");
+    surrogate_error([](auto& s) { s.dual_clip = 1.0; }, "dual_clip c must be > 1");
+    surrogate_error([](auto& s) { s.log_ratio_clamp = 0; }, "log_ratio_clamp must be > 0");
+    surrogate_error(
+        [](auto& s) {
+            s.mode = loss::surrogate_mode::sapo;
+            s.tau_negative = 0;
+        },
+        "tau_positive and tau_negative must be > 0");
+    surrogate_error(
+        [](auto& s) {
+            s.mode = loss::surrogate_mode::cispo_cap;
+            s.epsilon_high = 0;
+        },
+        "epsilon_high (the cispo_cap cap) must be > 0");
+    require_error_naming([&] { loss::policy_surrogate_forward(in, matrix_view<double>{}); },
+                         "loss is missing (2x3 expected)");
+}
+
+TEST_CASE("errors: the loss module's documented values for masked NaN, all-masked and empty batches",
+          "[loss][errors]") {
+    tokens t;
+    SECTION("NaN under the mask never reaches the loss; its gradient is exactly 0") {
+        auto poisoned = t;
+        poisoned.x[5] = poisoned.old[5] = poisoned.ref[5] = nan_value;  // mask[5] = 0
+        loss::policy_loss_options options;
+        options.use_kl_loss = true;
+        const auto clean = loss::policy_loss(t.inputs(), t.G, {}, options);
+        std::vector<double> g(6, 7.0);
+        const auto result = loss::policy_loss(poisoned.inputs(), view(g.data(), 2, 3), {}, options);
+        CHECK(result.loss == clean.loss);
+        CHECK(g[5] == 0.0);
+        for (std::size_t k = 0; k < 5; ++k) CHECK(g[k] == t.g[k]);
+        std::vector<double> ell = t.x;
+        ell[5] = nan_value;
+        std::vector<double> weights(6, 7.0);
+        const auto aggregated = loss::aggregate_loss(view(ell.data(), 2, 3), t.M, view(weights.data(), 2, 3));
+        CHECK(std::isfinite(aggregated.loss));
+        CHECK(weights[5] == 0.0);
+    }
+    SECTION("an all-masked batch gives loss 0 and a zero gradient") {
+        std::vector<double> zeros(6, 0.0), g(6, 7.0);
+        auto in = t.inputs();
+        in.mask = view(zeros.data(), 2, 3);
+        const auto result = loss::policy_loss(in, view(g.data(), 2, 3));
+        CHECK(result.loss == 0.0);
+        for (double value : g) CHECK(value == 0.0);
+        CHECK(loss::aggregate_loss(t.X, view(zeros.data(), 2, 3)).loss == 0.0);
+    }
+    SECTION("an empty batch gives 0") {
+        std::vector<double> none;
+        const auto empty = view(none.data(), 0, 3);
+        loss::policy_inputs<double> in;
+        in.log_probs = empty;
+        in.old_log_probs = empty;
+        in.advantages = view(none.data(), 0, 1);
+        CHECK(loss::policy_loss(in).loss == 0.0);
+        CHECK(loss::aggregate_loss(empty).loss == 0.0);
+    }
+}
