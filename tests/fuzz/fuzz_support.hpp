@@ -223,9 +223,13 @@ std::vector<double> to_double(const V& values) {
     return out;
 }
 
+// max |v|, NaN if any v is NaN (std::max would drop it).
 inline double max_abs(const std::vector<double>& values) {
     double largest = 0;
-    for (double value : values) largest = std::max(largest, std::abs(value));
+    for (double value : values) {
+        if (std::isnan(value)) return value;
+        largest = std::max(largest, std::abs(value));
+    }
     return largest;
 }
 
@@ -233,15 +237,15 @@ inline double max_abs(const std::vector<double>& values) {
 inline double relative_error(const std::vector<double>& actual, const std::vector<double>& expected,
                              double floor = 1e-300) {
     if (actual.size() != expected.size()) return INFINITY;
-    double worst = 0;
+    double worst = 0, scale = std::max(floor, 1e-300);
     for (std::size_t k = 0; k < actual.size(); ++k) {
         if (std::isnan(actual[k]) != std::isnan(expected[k])) return INFINITY;
         if (std::isnan(actual[k])) continue;
+        scale = std::max(scale, std::abs(expected[k]));
         if (actual[k] == expected[k]) continue;  // equal infinities
         worst = std::max(worst, std::abs(actual[k] - expected[k]));
     }
-    if (worst == 0) return 0;
-    return worst / std::max({floor, max_abs(expected), 1e-300});
+    return worst == 0 ? 0.0 : worst / scale;
 }
 
 // The per-type relative tolerance of one rounding with headroom (tests/support.hpp's).
