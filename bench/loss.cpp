@@ -68,6 +68,16 @@ std::shared_ptr<policy_tensors> make_tensors(index_type rows, index_type cols) {
     return t;
 }
 
+// Log-probs, old log-probs, per-sample advantages and the mask as policy_inputs.
+loss::policy_inputs<float> inputs_of(policy_tensors& t) {
+    loss::policy_inputs<float> inputs;
+    inputs.log_probs = view(t.x.data(), t.rows, t.cols);
+    inputs.old_log_probs = view(t.old.data(), t.rows, t.cols);
+    inputs.advantages = view(t.advantages.data(), t.rows, 1);
+    inputs.mask = view(t.mask.data(), t.rows, t.cols);
+    return inputs;
+}
+
 void register_policy_loss(index_type rows, index_type cols, int threads) {
     const double count = static_cast<double>(rows * cols);
     const double bytes = count * 4 * 5 + static_cast<double>(rows) * 4;
@@ -83,11 +93,7 @@ void register_policy_loss(index_type rows, index_type cols, int threads) {
         bench::register_memcpy(operation, shape, bytes);
         register_case(operation, shape, "normkit", bytes, [=] {
             auto& t = get();
-            loss::policy_inputs<float> inputs;
-            inputs.log_probs = view(t.x.data(), rows, cols);
-            inputs.old_log_probs = view(t.old.data(), rows, cols);
-            inputs.advantages = view(t.advantages.data(), rows, 1);
-            inputs.mask = view(t.mask.data(), rows, cols);
+            auto inputs = inputs_of(t);
             inputs.ref_log_probs = view(t.ref.data(), rows, cols);
             auto options = loss::presets::verl_actor(true);
             options.threads = threads;
@@ -219,11 +225,7 @@ void register_new_losses(index_type rows, index_type cols) {
         bench::register_memcpy(l.operation, shape, bytes);
         register_case(l.operation, shape, "normkit", bytes, [=] {
             auto& t = get();
-            loss::policy_inputs<float> inputs;
-            inputs.log_probs = view(t.x.data(), rows, cols);
-            inputs.old_log_probs = view(t.old.data(), rows, cols);
-            inputs.advantages = view(t.advantages.data(), rows, 1);
-            inputs.mask = view(t.mask.data(), rows, cols);
+            auto inputs = inputs_of(t);
             if (weighted) inputs.is_weights = view(t.ref.data(), rows, cols);
             auto options = l.options();
             if (options.aggregation.mode == loss::aggregation_mode::token_mean)

@@ -133,7 +133,7 @@ struct reward_inputs {
     matrix_view<const std::uint8_t> token_mask;  // optional [n × T]: lengths are its row sums
     vector_view<const T> baseline;               // center_mode::baseline: b_i
     std::optional<moments> batch_statistics;     // optional: batch moments of the rewards (merged)
-    vector_view<const T> sequence_kl;            // optional: kl_i folded into r_i (×kl_coefficient)
+    vector_view<const T> sequence_kl = {};       // optional: kl_i folded into r_i (×kl_coefficient)
 };
 
 namespace detail {

@@ -42,9 +42,9 @@ enum class kl_estimator { k1, abs, k2, k3, kl = k1, mse = k2, low_var_kl = k3 };
 // Which estimator (no threads: policy_loss_options nests it). Options are named as aggregate.hpp says.
 struct kl_options {
     kl_estimator estimator = kl_estimator::k3;
-    bool straight_through = false;      // "+": the value of `estimator`, the gradient of k2
-    bool clamp = true;                  // verl's clamps on k3 (±20 on the log-ratio, ±10 on the value)
-    std::optional<double> value_limit;  // c > 0: every estimator's value clamped to ±c (OpenRLHF: 10)
+    bool straight_through = false;           // "+": the value of `estimator`, the gradient of k2
+    bool clamp = true;                       // verl's clamps on k3 (±20 on the log-ratio, ±10 on the value)
+    std::optional<double> value_limit = {};  // c > 0: every estimator's value clamped to ±c (OpenRLHF: 10)
     bool bias_correction = false;  // policy_loss only: k ← k·r, r = e^(x − x_old) (TRL use_bias_correction_kl)
 };
 

@@ -41,7 +41,7 @@ enum class correction_bound { truncate, mask };
 struct rollout_correction_options {
     correction_level level = correction_level::token;     // verl rollout_is default
     correction_bound bound = correction_bound::truncate;  // verl TIS
-    std::optional<double> lower;                          // truncate: floor; mask: lowest kept (IcePop)
+    std::optional<double> lower = {};                     // truncate: floor; mask: lowest kept (IcePop)
     double upper = 2.0;                                   // verl rollout_is_threshold default
     double log_ratio_clamp = 20.0;                        // verl SAFETY_BOUND; infinity: TRL, OpenRLHF
     bool batch_normalize = false;                         // verl rollout_is_batch_normalize

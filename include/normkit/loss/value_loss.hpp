@@ -22,7 +22,7 @@
 namespace normkit::loss {
 
 struct value_loss_options : execution_options {
-    std::optional<double> clip;       // c ≥ 0 (verl cliprange_value; OpenRLHF clip_eps); {}: unclipped
+    std::optional<double> clip = {};  // c ≥ 0 (verl cliprange_value; OpenRLHF clip_eps); {}: unclipped
     aggregation_options aggregation;  // token_mean (verl's and OpenRLHF's default)
 };
 
