@@ -38,5 +38,6 @@
 #include "loss/policy_loss.hpp"
 #include "loss/rollout_correction.hpp"
 #include "loss/value_loss.hpp"
+#include "loss/covariance_selection.hpp"
 #include "loss/presets.hpp"
 #include "loss/surrogate.hpp"

@@ -24,7 +24,8 @@ ns.update(verl_F=verl_F, AlgoConfig=type("AlgoConfig", (), {}), ActorConfig=obje
           defaultdict=defaultdict, SAFETY_BOUND=20.0)
 fw.functions("verl", CORE, ["agg_loss", "compute_value_loss", "compute_policy_loss_reinforce",
                             "compute_policy_loss_dppo_tv", "compute_policy_loss_dppo_kl",
-                            "compute_opo_outcome_advantage"], ns)
+                            "compute_opo_outcome_advantage", "compute_policy_loss_kl_cov",
+                            "compute_policy_loss_clip_cov"], ns)
 fw.functions("verl", RC, ["_parse_rollout_is_threshold", "compute_is_metrics", "compute_rollout_correction_weights"],
              ns)
 
@@ -107,6 +108,32 @@ for function in ["dppo_tv", "dppo_kl"]:
                      advantages=adv, mask=mask, epsilon_low=eps[0], epsilon_high=eps[1], clip_ratio_c=c, loss=loss,
                      clip_fraction=metrics["actor/pg_clipfrac"], clip_fraction_lower=metrics["actor/pg_clipfrac_lower"],
                      ppo_kl=metrics["actor/ppo_kl"], gradient=x.grad, rows=rows, cols=cols)
+
+# kl_cov (top-k covariance tokens get + coef·|log r|) and clip_cov (tokens with covariance in (lb, ub) not
+# already clipped lose their gradient; a random subset in verl, so every candidate is taken here: ratio high).
+for function, cases in [("kl_cov", [("default_k", 0.2, 0.1, None), ("one_token", 1e-4, 1.0, None),
+                                    ("many", 0.5, 0.3, None), ("coef_zero", 0.3, 0.0, None), ("large_ratio", 0.9, 0.1,
+                                                                                                None)]),
+                        ("clip_cov", [("band", 0.9, None, (0.05, 5.0)), ("narrow", 0.9, None, (0.2, 0.8)),
+                                      ("wide", 0.9, None, (-1.0, 10.0)), ("none", 0.9, None, (100.0, 200.0)),
+                                      ("all_ratio", 1.0, None, (0.0, 3.0))])]:
+    for name, ratio, coef, bounds in cases:
+        x = rand((rows, cols), -2.5, -0.05)
+        old = x + rand((rows, cols), -0.5, 0.5)
+        x = x.requires_grad_(True)
+        adv = rand((rows, cols), -2, 2)
+        policy = (dict(kl_cov_ratio=ratio, ppo_kl_coef=coef) if function == "kl_cov" else
+                  dict(clip_cov_ratio=ratio, clip_cov_lb=bounds[0], clip_cov_ub=bounds[1]))
+        cfg = config(policy_loss=fw.Config(policy))
+        loss, metrics = ns["compute_policy_loss_" + function](old, x, adv, mask, loss_agg_mode="token-mean", config=cfg)
+        loss.backward()
+        fields = dict(log_probs=x, old_log_probs=old, advantages=adv, mask=mask, ratio=ratio, loss=loss,
+                      gradient=x.grad, rows=rows, cols=cols)
+        if function == "kl_cov":
+            fields.update(coefficient=coef)
+        else:
+            fields.update(lower=bounds[0], upper=bounds[1], clip_fraction=metrics["actor/pg_clipfrac"])
+        loss_out.add(function, CORE, "compute_policy_loss_" + function, name, **fields)
 
 # Rollout importance-sampling weights: token / sequence, TIS / IcePop, batch normalization.
 log_ratio = rand((rows, cols), -0.8, 0.8)

@@ -3,6 +3,8 @@
 #include "reference/loss.hpp"
 #include "support.hpp"
 
+#include <normkit/loss/covariance_selection.hpp>
+#include <normkit/loss/presets.hpp>
 #include <normkit/loss/rollout_correction.hpp>
 #include <normkit/loss/value_loss.hpp>
 
@@ -141,4 +143,79 @@ TEST_CASE("off_policy_sequence_mask against the reference; advantages must be B 
     matrix<double> keep(rows, 1);
     const auto wide = from<double>(random_values(rows * cols, 25), rows, cols);
     CHECK_THROWS_WITH(loss::off_policy_sequence_mask(wide, wide, wide, {}, keep, 0.0), Catch::Contains("advantages"));
+}
+
+TEST_CASE("kl_cov and clip_cov: policy_loss's gradient against central differences of the reference",
+          "[loss][correction]") {
+    const index_type rows = 4, cols = 33;
+    const auto x = random_values(rows * cols, 51, -1.5, 0.5), shift = random_values(rows * cols, 52, 0.0, 0.3);
+    std::vector<double> old(x.size());
+    for (std::size_t k = 0; k < x.size(); ++k) old[k] = x[k] + shift[k];
+    const auto advantages = random_values(rows * cols, 53);
+    const auto mask = padded_mask(rows, cols, 54);
+    for (const bool kl : {true, false}) {
+        INFO("kl_cov " << kl);
+        loss::covariance_selection_options selection_options;
+        selection_options.rule = kl ? loss::covariance_rule::kl_cov : loss::covariance_rule::clip_cov;
+        selection_options.ratio = 0.1;
+        selection_options.lower = -0.5;
+        selection_options.upper = 2.0;
+        const auto xm = from<double>(x, rows, cols), om = from<double>(old, rows, cols),
+                   am = from<double>(advantages, rows, cols), mm = from<double>(mask, rows, cols);
+        matrix<double> selected(rows, cols), gradient(rows, cols);
+        CHECK(loss::covariance_selection(xm, om, am, mm, selected, selection_options) > 0);
+        if (kl)
+            CHECK(to_vector(selected) == reference::covariance_selection(x, old, advantages, mask, selection_options));
+        auto inputs = loss::make_policy_inputs(xm, om, am, mm);
+        inputs.selection = view(selected);
+        const auto options = kl ? loss::presets::verl_kl_cov(0.3) : loss::presets::verl_clip_cov();
+        const auto result = loss::policy_loss(inputs, gradient, {}, options);
+        const auto s = to_vector(selected);
+        const auto reference_loss = [&](const std::vector<double>& probe) {
+            const auto ell = reference::surrogate(probe, x, old, advantages, mask, {rows, cols}, options.surrogate, &s);
+            return reference::aggregate(ell, mask, {rows, cols}, options.aggregation);
+        };
+        CHECK(result.loss == Approx(reference_loss(x)).epsilon(1e-12));
+        const auto g = to_vector(gradient);
+        std::vector<double> fd, kernel;
+        for (index_type k = 0; k < rows * cols; ++k) {
+            auto probe = x;
+            probe[k] = x[k] + 1e-6;
+            const double up = reference_loss(probe);
+            probe[k] = x[k] - 1e-6;
+            fd.push_back((up - reference_loss(probe)) / 2e-6);
+            kernel.push_back(g[k]);
+        }
+        CHECK(relative_error(kernel, fd, 1e-3) < 1e-6);
+    }
+}
+
+TEST_CASE("covariance_selection: clip_cov takes every candidate when they fit, a seeded subset when not",
+          "[loss][correction]") {
+    const index_type rows = 3, cols = 20;
+    const auto x = random_values(rows * cols, 61, -1.0, 0.5), advantages = random_values(rows * cols, 62);
+    const auto old = random_values(rows * cols, 63, -1.0, 0.5);
+    const auto mask = padded_mask(rows, cols, 64);
+    loss::covariance_selection_options o;
+    o.rule = loss::covariance_rule::clip_cov;
+    o.lower = -10;
+    o.upper = 10;
+    o.ratio = 1.0;
+    const auto expected = reference::covariance_selection(x, old, advantages, mask, o);
+    matrix<double> selected(rows, cols);
+    const auto all =
+        loss::covariance_selection(from<double>(x, rows, cols), from<double>(old, rows, cols),
+                                   from<double>(advantages, rows, cols), from<double>(mask, rows, cols), selected, o);
+    CHECK(to_vector(selected) == expected);
+    o.ratio = 0.1;  // fewer slots than candidates: a subset of them, the same for the same seed
+    matrix<double> first(rows, cols), second(rows, cols);
+    const auto some =
+        loss::covariance_selection(from<double>(x, rows, cols), from<double>(old, rows, cols),
+                                   from<double>(advantages, rows, cols), from<double>(mask, rows, cols), first, o);
+    loss::covariance_selection(from<double>(x, rows, cols), from<double>(old, rows, cols),
+                               from<double>(advantages, rows, cols), from<double>(mask, rows, cols), second, o);
+    CHECK(some < all);
+    CHECK(to_vector(first) == to_vector(second));
+    for (index_type k = 0; k < rows * cols; ++k)
+        if (first.data()[k] != 0) CHECK(expected[static_cast<std::size_t>(k)] == 1.0);
 }

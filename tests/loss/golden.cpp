@@ -380,3 +380,46 @@ TEST_CASE("golden: TRL off_policy_mask_threshold (off_policy_sequence_mask into 
         check_close(gradient, c["gradient"], 1e-10);
     }
 }
+
+#include <normkit/loss/covariance_selection.hpp>
+
+TEST_CASE("golden: verl kl_cov and clip_cov (covariance_selection into policy_inputs::selection)", "[loss][golden]") {
+    for (const bool kl : {true, false}) {
+        const auto& cases = kl ? golden::verl::kl_cov() : golden::verl::clip_cov();
+        REQUIRE(cases.size() >= 5);
+        for (const auto& c : cases) {
+            INFO(c.name);
+            const index_type rows = rows_of(c), cols = cols_of(c);
+            const matrix x = as_matrix(c["log_probs"], rows, cols), old = as_matrix(c["old_log_probs"], rows, cols),
+                         mask = as_matrix(c["mask"], rows, cols), advantages = as_matrix(c["advantages"], rows, cols);
+            loss::covariance_selection_options selection_options;
+            selection_options.rule = kl ? loss::covariance_rule::kl_cov : loss::covariance_rule::clip_cov;
+            selection_options.ratio = c.scalar("ratio");
+            if (!kl) {
+                selection_options.lower = c.scalar("lower");
+                selection_options.upper = c.scalar("upper");
+            }
+            matrix selection(rows, cols), gradient(rows, cols);
+            const auto count = loss::covariance_selection(x, old, advantages, mask, selection, selection_options);
+            auto inputs = loss::make_policy_inputs(x, old, advantages, mask);
+            inputs.selection = view(selection);
+            const auto options =
+                kl ? loss::presets::verl_kl_cov(c.scalar("coefficient")) : loss::presets::verl_clip_cov();
+            const auto result = loss::policy_loss(inputs, gradient, {}, options);
+            CHECK(result.loss == Approx(c.scalar("loss")).epsilon(1e-10).margin(1e-12));
+            check_close(gradient, c["gradient"], 1e-10);
+            // verl's pg_clipfrac of clip_cov is the share of tokens it zeroed (its masked mean adds 1e-8 to N).
+            if (!kl)
+                CHECK(static_cast<double>(count) / result.metrics.token_count ==
+                      Approx(c.scalar("clip_fraction")).epsilon(1e-8));
+        }
+    }
+    const matrix x = matrix::Ones(2, 3), wrong = matrix::Ones(2, 2);
+    matrix selected(2, 3);
+    loss::covariance_selection_options bad;
+    bad.ratio = 0;
+    CHECK_THROWS_WITH(loss::covariance_selection(x, x, x, {}, selected, bad), Catch::Contains("ratio"));
+    CHECK_THROWS_WITH(loss::covariance_selection(x, wrong, x, {}, selected), Catch::Contains("old_log_probs"));
+    const auto inputs = loss::make_policy_inputs(x, x, x);
+    CHECK_THROWS_WITH(loss::policy_loss(inputs, {}, {}, loss::presets::verl_kl_cov()), Catch::Contains("selection"));
+}

@@ -8,12 +8,14 @@
 // the gradient the frameworks' autograd gives.
 #pragma once
 
+#include <normkit/loss/covariance_selection.hpp>
 #include <normkit/loss/policy_loss.hpp>
 #include <normkit/loss/rollout_correction.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 namespace normkit::reference {
@@ -96,7 +98,7 @@ inline double aggregate(const std::vector<double>& ell, const std::vector<double
 inline std::vector<double> surrogate(const std::vector<double>& x, const std::vector<double>& detached,
                                      const std::vector<double>& old, const std::vector<double>& advantages,
                                      const std::vector<double>& mask, loss_shape shape,
-                                     const loss::surrogate_options& o) {
+                                     const loss::surrogate_options& o, const std::vector<double>* selection = nullptr) {
     using loss::surrogate_mode;
     const auto [rows, cols] = shape;
     std::vector<double> ell(x.size(), 0.0);
@@ -188,6 +190,13 @@ inline std::vector<double> surrogate(const std::vector<double>& x, const std::ve
                 }
                 case surrogate_mode::vespo:
                     value = -phi(A) * A * x[k];
+                    break;
+                case surrogate_mode::kl_cov:  // verl: −A·r, + c·|log r| on the selected tokens
+                    value = -A * r +
+                            (selection && (*selection)[k] != 0 ? o.kl_cov_coefficient * std::abs(x[k] - old[k]) : 0.0);
+                    break;
+                case surrogate_mode::clip_cov:  // verl: the PPO clip times corr = 0 on the selected tokens
+                    value = selection && (*selection)[k] != 0 ? 0.0 : ppo(r);
                     break;
                 case surrogate_mode::gmpo:
                     value = -A * gmpo_ratio;
@@ -291,6 +300,38 @@ inline std::vector<double> rollout_weights(const std::vector<double>& x, const s
         }
     }
     return w;
+}
+
+// covariance_selection, literally: kl_cov takes the k largest cov (earlier token first on ties), clip_cov
+// every candidate of the band that the PPO clip leaves alone (the caller keeps their number ≤ k).
+inline std::vector<double> covariance_selection(const std::vector<double>& x, const std::vector<double>& old,
+                                                const std::vector<double>& A, const std::vector<double>& mask,
+                                                const loss::covariance_selection_options& o) {
+    long double sum_a = 0, sum_x = 0, n = 0;
+    for (std::size_t k = 0; k < x.size(); ++k)
+        if (mask[k] != 0) {
+            sum_a += A[k];
+            sum_x += x[k];
+            n += 1;
+        }
+    std::vector<double> selected(x.size(), 0.0);
+    if (n == 0) return selected;
+    const double mean_a = static_cast<double>(sum_a / n), mean_x = static_cast<double>(sum_x / n);
+    std::vector<std::pair<double, std::size_t>> cov;
+    for (std::size_t k = 0; k < x.size(); ++k)
+        if (mask[k] != 0) cov.push_back({(A[k] - mean_a) * (x[k] - mean_x), k});
+    const auto limit = static_cast<std::size_t>(std::max(1.0, std::floor(o.ratio * static_cast<double>(n))));
+    if (o.rule == loss::covariance_rule::kl_cov) {
+        std::stable_sort(cov.begin(), cov.end(), [](const auto& p, const auto& q) { return p.first > q.first; });
+        for (std::size_t j = 0; j < std::min(limit, cov.size()); ++j) selected[cov[j].second] = 1;
+        return selected;
+    }
+    for (const auto& [c, k] : cov) {
+        const double r = std::exp(x[k] - old[k]);
+        const bool clipped = -A[k] * clamp_to(r, 1 - o.epsilon_low, 1 + o.epsilon_high) > -A[k] * r;
+        if (!clipped && o.lower < c && c < o.upper) selected[k] = 1;
+    }
+    return selected;
 }
 
 // TRL's get_off_policy_mask: keep_i = A_i ≥ 0 or Σ_t m·(x_s − x)/max(1, Σ_t m) ≤ δ.

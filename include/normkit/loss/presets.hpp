@@ -29,6 +29,8 @@
 //                                                                                         verl_actor() with old = rollout (no IS weights)
 //   verl_dppo(kl, c)     verl @ 1dda039b9c63       verl/trainer/ppo/core_algos.py         dppo_tv / dppo_kl: ε 0.2/0.2 thresholds, ratio truncated
 //                                                  (compute_policy_loss_dppo_tv/_dppo_kl) at c = clip_ratio_c (3.0), token-mean
+//   verl_kl_cov(c),      verl @ 1dda039b9c63       verl/trainer/ppo/core_algos.py         kl_cov / clip_cov with policy_inputs::selection from
+//   verl_clip_cov()                                (compute_policy_loss_kl_cov/_clip_cov) covariance_selection; no log-ratio clamp, token-mean
 //   openrlhf_kl(k)       OpenRLHF @ 3c3be6234e0c   openrlhf/models/utils.py               kl_options: estimator k (k1 default), no verl
 //                                                  (compute_approx_kl)                    clamps, every value clamped to ±10
 //
@@ -121,6 +123,24 @@ inline policy_loss_options verl_dppo(bool binary_kl = false, double clip_ratio_c
     options.surrogate.mode = binary_kl ? surrogate_mode::dppo_kl : surrogate_mode::dppo_tv;
     options.surrogate.dual_clip = clip_ratio_c;
     options.aggregation.mode = aggregation_mode::token_mean;
+    return options;
+}
+
+// verl's kl_cov and clip_cov (compute_policy_loss_kl_cov / _clip_cov): no log-ratio clamp (verl takes
+// exp of the raw log-ratio there), token-mean; kl_cov's c = ppo_kl_coef (PolicyLossConfig 0.1), clip_cov's
+// ε 0.2/0.2. Give policy_inputs::selection from covariance_selection with the same rule.
+inline policy_loss_options verl_kl_cov(double ppo_kl_coef = 0.1) {
+    policy_loss_options options;
+    options.surrogate.mode = surrogate_mode::kl_cov;
+    options.surrogate.kl_cov_coefficient = ppo_kl_coef;
+    options.surrogate.log_ratio_clamp = std::numeric_limits<double>::infinity();
+    options.aggregation.mode = aggregation_mode::token_mean;
+    return options;
+}
+
+inline policy_loss_options verl_clip_cov() {
+    policy_loss_options options = verl_kl_cov();
+    options.surrogate.mode = surrogate_mode::clip_cov;
     return options;
 }
 

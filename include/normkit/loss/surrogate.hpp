@@ -27,6 +27,11 @@
 //                  log((1 − p_old + 1e-8)/(1 − p + 1e-8)): A > 0: b ≤ ε_high or p ≤ p_old; A ≤ 0:
 //                  b ≤ ε_low or p ≥ p_old (verl "dppo_kl"); clip_fraction = share with v = 0,
 //                  clip_fraction_lower = share with v = 1 and r > c (verl's metrics)
+//   kl_cov         ℓ = −A·r + c_kl·s_t·|d|, r = e^d, s_t = policy_inputs::selection (nonzero: one of the
+//                  top-k covariance tokens, loss/covariance_selection.hpp; c_kl = kl_cov_coefficient) (Cui
+//                  et al. 2025, "The Entropy Mechanism of RL for Reasoning LMs"; verl "kl_cov")
+//   clip_cov       ℓ = max(−A·r, −A·clip(r, lo, hi)), 0 where s_t ≠ 0 (gradient detached there; verl
+//                  "clip_cov": the selected tokens are a random subset of the covariance band)
 //   vespo          ℓ = −sg(φ_i)·A·x, log w_i = clamp(Σ_t m·clamp(d_t, ±20), ln 1e-8, 20), φ_i =
 //                  exp(λ + k·log w_i − λ·w_i) with (k, λ) = (k+, λ+) if A ≥ 0 else (k−, λ−), λ ≥ 1e-4,
 //                  a non-finite φ → 0 (TRL loss_type="vespo", get_gamma_weights); is_weights (TRL's vLLM
@@ -61,7 +66,7 @@
 //
 // Bad input: ε_low < 0, ε_high < 0 (ε_high ≤ 0 for cispo_cap), dual_clip ≤ 1, log_ratio_clamp ≤ 0,
 // dual_clip < 1 + ε_high with gspo_sequence, τ ≤ 0, shapes that disagree, advantages neither B × T nor B × 1, old_log_probs absent for a mode
-// that needs it, is_weights shaped neither B × T nor B × 1 or beside a coupled sequence form →
+// that needs it, selection absent or misshapen for kl_cov / clip_cov, is_weights shaped neither B × T nor B × 1 or beside a coupled sequence form →
 // normkit::error naming the argument.
 //
 // Memory: loss (forward) and log_probs_gradient (backward) may share memory with any one B × T
@@ -90,6 +95,8 @@ enum class surrogate_mode {
     dppo_tv,
     dppo_kl,
     vespo,
+    kl_cov,
+    clip_cov,
     gpg = reinforce
 };
 
@@ -108,6 +115,7 @@ struct surrogate_options {
     double vespo_lambda_positive = 3.0;
     double vespo_k_negative = 3.0;
     double vespo_lambda_negative = 2.0;
+    double kl_cov_coefficient = 0.1;  // verl PolicyLossConfig.ppo_kl_coef
 };
 
 // policy_surrogate_forward's and _backward's options: the surrogate, and the threads (default 1).
@@ -141,6 +149,8 @@ struct policy_inputs {
     // weighted mask it leaves every aggregation count alone (verl rollout_is_weights, TRL's vLLM IS
     // ratio, OpenRLHF vllm_is). Not for the coupled sequence forms (gspo_sequence, sapo_sequence, gmpo).
     matrix_view<const T> is_weights = {};
+    // kl_cov, clip_cov: B × T, nonzero where covariance_selection picked the token.
+    matrix_view<const T> selection = {};
 };
 
 // A gradient beside policy_inputs<T> (B × T, its storage type): Eigen data, a view, or {} (absent).

@@ -71,7 +71,7 @@ struct policy_row {
 template <class T>
 struct policy_chunk {
     using C = core::compute_t<T>;
-    const C *x, *old, *advantages, *mask, *reference, *entropies, *is_weights;
+    const C *x, *old, *advantages, *mask, *reference, *entropies, *is_weights, *selection;
     T *gradient, *entropy_gradient;
 };
 
@@ -146,6 +146,9 @@ template <class V, class T, class C = core::compute_t<T>>
     const auto bad = pass.binary ? (selected & (mv != one)) : !((mv >= zero) & (mv < infinity));
     batch<C> ell, g;
     surrogate_step<V>(pass, chunk, buffers, i, c, mv, selected, state, metrics, ell, g);
+    if (chunk.selection)
+        select_step(pass.surrogate, core::load(chunk.selection + i, c), core::load(chunk.x + i, c),
+                    core::load(chunk.old + i, c), ell, g);
     if (chunk.is_weights) {  // the rollout correction weighs the surrogate only, not KL or entropy
         const auto w = core::load(chunk.is_weights + i, c);
         ell *= w;
@@ -171,6 +174,9 @@ template <class V, class T, class C = core::compute_t<T>>
     chunk.old = reader.old(offset, n, chunk.x);
     chunk.advantages = reader.advantages(offset, n);
     chunk.mask = reader.mask(offset, n);
+    const auto mode = pass.options.surrogate.mode;
+    chunk.selection =
+        mode == surrogate_mode::kl_cov || mode == surrogate_mode::clip_cov ? reader.selection(offset, n) : nullptr;
     // vespo folds the weights into its sequence weight φ (surrogate.hpp) rather than multiplying ℓ.
     chunk.is_weights = pass.options.surrogate.mode == surrogate_mode::vespo ? nullptr : reader.is_weights(offset, n);
     if constexpr (!V::fused_ppo)

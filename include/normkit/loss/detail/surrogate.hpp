@@ -24,7 +24,7 @@ using every_surrogate_mode =
                         surrogate_mode::gspo_token, surrogate_mode::gspo_sequence, surrogate_mode::sapo,
                         surrogate_mode::reinforce, surrogate_mode::gmpo, surrogate_mode::gft,
                         surrogate_mode::sapo_sequence, surrogate_mode::dppo_tv, surrogate_mode::dppo_kl,
-                        surrogate_mode::vespo>;
+                        surrogate_mode::vespo, surrogate_mode::kl_cov, surrogate_mode::clip_cov>;
 
 template <class F, surrogate_mode... Modes>
 bool with_surrogate_mode(surrogate_mode mode, F&& f, surrogate_mode_list<Modes...>) {
@@ -78,6 +78,8 @@ inline void validate(const surrogate_options& options) {
     core::require(std::isfinite(options.vespo_k_positive) && std::isfinite(options.vespo_k_negative) &&
                       std::isfinite(options.vespo_lambda_positive) && std::isfinite(options.vespo_lambda_negative),
                   "the vespo k and lambda must be finite");
+    core::require(std::isfinite(options.kl_cov_coefficient), "kl_cov_coefficient must be finite, got ",
+                  options.kl_cov_coefficient);
 }
 
 template <class T>
@@ -98,6 +100,11 @@ void validate(const policy_inputs<T>& inputs, surrogate_mode mode) {
     core::require_optional_like("mask", inputs.mask, "log_probs", x);
     core::require_optional_like("ref_log_probs", inputs.ref_log_probs, "log_probs", x);
     core::require_optional_like("entropies", inputs.entropies, "log_probs", x);
+    if (mode == surrogate_mode::kl_cov || mode == surrogate_mode::clip_cov) {
+        core::require(!inputs.selection.empty() || x.size() == 0,
+                      "selection is needed by kl_cov and clip_cov (covariance_selection)");
+        core::require_optional_like("selection", inputs.selection, "log_probs", x);
+    }
     if (!inputs.is_weights.empty()) {
         core::require(
             inputs.is_weights.rows == x.rows && (inputs.is_weights.cols == x.cols || inputs.is_weights.cols == 1),
@@ -115,6 +122,7 @@ struct surrogate_parameters {
     C low, high, epsilon_low, epsilon_high, dual, log_clamp, tau_positive, tau_negative, threshold;
     bool raw_metric;
     double vespo[4];  // k+, λ+, k−, λ−
+    C kl_cov;         // kl_cov's c
 
     explicit surrogate_parameters(const surrogate_options& options)
         : mode(options.mode),
@@ -129,7 +137,8 @@ struct surrogate_parameters {
           threshold(static_cast<C>(options.gft_threshold)),
           raw_metric(options.raw_approx_kl),
           vespo{options.vespo_k_positive, options.vespo_lambda_positive, options.vespo_k_negative,
-                options.vespo_lambda_negative} {}
+                options.vespo_lambda_negative},
+          kl_cov(static_cast<C>(options.kl_cov_coefficient)) {}
 };
 
 // Per-row state of the sequence forms.
@@ -209,7 +218,7 @@ template <surrogate_mode M, class C>
         out.derivative = xsimd::select(on_clip, zero, -a * slope);
         out.clipped = xsimd::select(on_clip, one, zero);
     };
-    if constexpr (M == surrogate_mode::ppo_clip) {
+    if constexpr (M == surrogate_mode::ppo_clip || M == surrogate_mode::clip_cov) {
         const batch<C> r = core::exp(d);
         ppo_form(r, r);
         const batch<C> cap = -a * batch<C>(p.dual);
@@ -247,6 +256,10 @@ template <surrogate_mode M, class C>
         out.negative_log_ratio = -raw;
     } else if constexpr (M == surrogate_mode::dppo_tv || M == surrogate_mode::dppo_kl) {
         dppo_batch<M>(p, x, old, a, d, out);
+    } else if constexpr (M == surrogate_mode::kl_cov) {  // −A·r; the selected tokens' c·|d| is select_step's
+        const batch<C> r = core::exp(d);
+        out.loss = -a * r;
+        out.derivative = xsimd::select(passes, -a * r, zero);
     } else if constexpr (M == surrogate_mode::vespo) {
         const batch<C> phi = xsimd::select(a >= zero, batch<C>(row.phi_positive), batch<C>(row.phi_negative));
         out.loss = -phi * a * x;
@@ -292,7 +305,8 @@ template <class T>
 struct row_reader {
     using C = core::compute_t<T>;
     const policy_inputs<T>& inputs;
-    chunk_buffer<C> x_buffer, old_buffer, advantage_buffer, mask_buffer, ones, extra_buffer, weight_buffer;
+    chunk_buffer<C> x_buffer, old_buffer, advantage_buffer, mask_buffer, ones, extra_buffer, weight_buffer,
+        selection_buffer;
     index_type row = 0;
     bool broadcast = false;
 
@@ -324,6 +338,11 @@ struct row_reader {
     }
     const C* extra(const matrix_view<const T>& source, index_type offset, index_type n) {
         return compute_chunk(source.row(row) + offset, n, extra_buffer.values);
+    }
+    // The row's covariance selection (kl_cov, clip_cov); nullptr when absent.
+    const C* selection(index_type offset, index_type n) {
+        if (inputs.selection.empty()) return nullptr;
+        return compute_chunk(inputs.selection.row(row) + offset, n, selection_buffer.values);
     }
     // The row's importance-sampling factors (broadcast when B × 1); nullptr when absent.
     const C* is_weights(index_type offset, index_type n) {
@@ -490,6 +509,39 @@ void surrogate_chunk(const surrogate_parameters<C>& p, const sequence_state<C>& 
     });
 }
 
+// The covariance modes' per-token step on a selected token (s ≠ 0): kl_cov adds c·|d| (d = x − x_old,
+// ∂ = c·sign(d), 0 at d = 0 as torch.abs), clip_cov drops the token's loss and gradient.
+template <class C>
+[[gnu::always_inline]] inline void select_step(const surrogate_parameters<C>& p, const core::batch<C>& s,
+                                               const core::batch<C>& x, const core::batch<C>& old, core::batch<C>& loss,
+                                               core::batch<C>& derivative) {
+    using core::batch;
+    const batch<C> zero(C(0)), one(C(1));
+    const auto selected = s != zero;
+    if (p.mode == surrogate_mode::clip_cov) {
+        loss = xsimd::select(selected, zero, loss);
+        derivative = xsimd::select(selected, zero, derivative);
+        return;
+    }
+    const batch<C> d = x - old, c(p.kl_cov);
+    const batch<C> sign = xsimd::select(d > zero, one, xsimd::select(d < zero, -one, zero));
+    loss = xsimd::select(selected, loss + c * absolute(d), loss);
+    derivative = xsimd::select(selected, derivative + c * sign, derivative);
+}
+
+// select_step over a chunk's buffers (the standalone surrogate).
+template <class C>
+void select_chunk(const surrogate_parameters<C>& p, const C* selection, const C* x, const C* old, index_type n, C* loss,
+                  C* derivative) {
+    if (!selection) return;
+    core::for_each_batch<C>(n, [&](index_type i, index_type c) {
+        auto l = core::batch<C>::load_aligned(loss + i), g = core::batch<C>::load_aligned(derivative + i);
+        select_step(p, core::load(selection + i, c), core::load(x + i, c), core::load(old + i, c), l, g);
+        l.store_aligned(loss + i);
+        g.store_aligned(derivative + i);
+    });
+}
+
 // ℓ and ∂ℓ/∂x of a chunk times its importance-sampling factors (none: unchanged).
 template <class C>
 void weigh_chunk(const C* weights, index_type n, C* loss, C* derivative) {
@@ -567,6 +619,9 @@ surrogate_metrics policy_surrogate(const policy_inputs<T>& inputs, matrix_view<T
                     const C* mc = reader.mask(offset, n);
                     surrogate_chunk(p, state, xc, reader.old(offset, n, xc), reader.advantages(offset, n), mc, n,
                                     loss_buffer.values, derivative_buffer.values, sums);
+                    if (p.mode == surrogate_mode::kl_cov || p.mode == surrogate_mode::clip_cov)
+                        select_chunk(p, reader.selection(offset, n), xc, reader.old(offset, n, xc), n,
+                                     loss_buffer.values, derivative_buffer.values);
                     if (p.mode != surrogate_mode::vespo)  // vespo took the weights into φ
                         weigh_chunk(reader.is_weights(offset, n), n, loss_buffer.values, derivative_buffer.values);
                     if (!loss_out.empty()) store_chunk(loss_out.row(row) + offset, loss_buffer.values, n);
