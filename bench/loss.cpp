@@ -31,7 +31,7 @@ struct policy_tensors {
     index_type rows, cols;
     // 64-byte aligned, as torch's CPU allocator aligns tensors.
     using buffer = std::vector<float, Eigen::aligned_allocator<float>>;
-    buffer x, old, ref, mask, advantages, gradient;
+    buffer x, old, ref, mask, advantages, gradient, selection;
     double tokens = 0;
 };
 
@@ -132,7 +132,7 @@ void register_policy_loss(index_type rows, index_type cols, int threads) {
 // The losses issue 18 added, each through the one-pass policy_loss (token-mean unless the framework
 // aggregates otherwise) beside the same arithmetic in libtorch ops with autograd. Bytes: logπ, logπ_old
 // (or the rollout's), the mask and, for reinforce_is, the IS weights read, the gradient written, 4 bytes a
-// token each, and the per-sample advantages.
+// token each, and the per-sample advantages; kl_cov and clip_cov read the selection instead of the weights.
 struct new_loss {
     const char* operation;
     int arrays;  // B × T arrays moved
@@ -179,6 +179,21 @@ torch::Tensor torch_vespo(const torch::Tensor& x, const torch::Tensor& old, cons
     return (-phi * a * x * mask).sum() / tokens;
 }
 
+// verl compute_policy_loss_kl_cov and _clip_cov given the selected tokens (s), token-mean, no log-ratio clamp.
+torch::Tensor torch_kl_cov(const torch::Tensor& x, const torch::Tensor& old, const torch::Tensor& mask,
+                           const torch::Tensor& a, const torch::Tensor& s, double tokens) {
+    const auto d = x - old;
+    const auto ell = -a * torch::exp(d) + 0.1 * torch::abs(d) * s;
+    return (ell * mask).sum() / tokens;
+}
+
+torch::Tensor torch_clip_cov(const torch::Tensor& x, const torch::Tensor& old, const torch::Tensor& mask,
+                             const torch::Tensor& a, const torch::Tensor& s, double tokens) {
+    const auto ratio = torch::exp(x - old);
+    const auto clipped = torch::maximum(-a * ratio, -a * torch::clamp(ratio, 0.8, 1.2));
+    return (clipped * (1 - s) * mask).sum() / tokens;
+}
+
 // verl compute_policy_loss_reinforce with rollout IS weights, seq-mean-token-sum.
 torch::Tensor torch_reinforce_is(const torch::Tensor& x, const torch::Tensor&, const torch::Tensor& mask,
                                  const torch::Tensor& a, const torch::Tensor& w, double) {
@@ -195,6 +210,8 @@ loss::policy_loss_options sapo_sequence_options() {
 }
 loss::policy_loss_options vespo_options() { return loss::presets::trl(loss::presets::trl_loss_type::vespo); }
 loss::policy_loss_options reinforce_options() { return loss::presets::verl_reinforce(); }
+loss::policy_loss_options kl_cov_options() { return loss::presets::verl_kl_cov(); }
+loss::policy_loss_options clip_cov_options() { return loss::presets::verl_clip_cov(); }
 
 void register_new_losses(index_type rows, index_type cols) {
     const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
@@ -202,31 +219,35 @@ void register_new_losses(index_type rows, index_type cols) {
     const auto get = [holder, rows, cols]() -> policy_tensors& {
         if (!*holder) {
             *holder = make_tensors(rows, cols);
-            for (auto& w : (*holder)->ref) w = 0.5f + std::abs(w) * 0.25f;  // ref holds the IS weights here
+            auto& t = **holder;
+            for (auto& w : t.ref) w = 0.5f + std::abs(w) * 0.25f;  // ref holds the IS weights here
+            // one token in 64 selected by the covariance modes (verl's ratio 2e-4 selects fewer)
+            t.selection.resize(t.x.size());
+            for (std::size_t k = 0; k < t.x.size(); ++k) t.selection[k] = k % 64 == 7 ? 1.0f : 0.0f;
         }
         return **holder;
     };
     static const new_loss losses[] = {
 #ifdef NORMKIT_HAVE_TORCH
-        {"dppo_tv", 4, dppo_options, torch_dppo_tv},
-        {"sapo_sequence", 4, sapo_sequence_options, torch_sapo_sequence},
-        {"vespo", 4, vespo_options, torch_vespo},
-        {"reinforce_is", 5, reinforce_options, torch_reinforce_is},
+        {"dppo_tv", 4, dppo_options, torch_dppo_tv}, {"sapo_sequence", 4, sapo_sequence_options, torch_sapo_sequence},
+        {"vespo", 4, vespo_options, torch_vespo},    {"reinforce_is", 5, reinforce_options, torch_reinforce_is},
+        {"kl_cov", 5, kl_cov_options, torch_kl_cov}, {"clip_cov", 5, clip_cov_options, torch_clip_cov},
 #else
-        {"dppo_tv", 4, dppo_options},
-        {"sapo_sequence", 4, sapo_sequence_options},
-        {"vespo", 4, vespo_options},
-        {"reinforce_is", 5, reinforce_options},
+        {"dppo_tv", 4, dppo_options},  {"sapo_sequence", 4, sapo_sequence_options},
+        {"vespo", 4, vespo_options},   {"reinforce_is", 5, reinforce_options},
+        {"kl_cov", 5, kl_cov_options}, {"clip_cov", 5, clip_cov_options},
 #endif
     };
     for (const auto& l : losses) {
         const double bytes = static_cast<double>(rows * cols) * 4 * l.arrays + static_cast<double>(rows) * 4;
         const bool weighted = std::string(l.operation) == "reinforce_is";
+        const bool covariance = std::string(l.operation).find("_cov") != std::string::npos;
         bench::register_memcpy(l.operation, shape, bytes);
         register_case(l.operation, shape, "normkit", bytes, [=] {
             auto& t = get();
             auto inputs = inputs_of(t);
             if (weighted) inputs.is_weights = view(t.ref.data(), rows, cols);
+            if (covariance) inputs.selection = view(t.selection.data(), rows, cols);
             auto options = l.options();
             if (options.aggregation.mode == loss::aggregation_mode::token_mean)
                 options.aggregation.global_token_count = t.tokens;
@@ -239,10 +260,10 @@ void register_new_losses(index_type rows, index_type cols) {
             auto& t = get();
             at::set_num_threads(1);
             const auto x = torch::from_blob(t.x.data(), {rows, cols}).detach().requires_grad_(true);
-            const auto value = l.torch_loss(x, torch::from_blob(t.old.data(), {rows, cols}),
-                                            torch::from_blob(t.mask.data(), {rows, cols}),
-                                            torch::from_blob(t.advantages.data(), {rows, 1}),
-                                            torch::from_blob(t.ref.data(), {rows, cols}), t.tokens);
+            const auto value = l.torch_loss(
+                x, torch::from_blob(t.old.data(), {rows, cols}), torch::from_blob(t.mask.data(), {rows, cols}),
+                torch::from_blob(t.advantages.data(), {rows, 1}),
+                torch::from_blob(covariance ? t.selection.data() : t.ref.data(), {rows, cols}), t.tokens);
             value.backward();
             benchmark::DoNotOptimize(x.grad().data_ptr());
         });
