@@ -168,11 +168,12 @@ void check_logits(fuzz::source& in) {
     for (index_type i = 0; i < c.rows; ++i) {
         const auto row =
             std::vector<double>(actual.begin() + i * c.vocabulary, actual.begin() + (i + 1) * c.vocabulary);
+        // NaN or +inf logits are not a supported input (logits_statistics.hpp): no documented gradient.
+        if (row_has(c, i, [](double z) { return std::isnan(z) || z == INFINITY; })) continue;
         if (g[i] == 0) {
             for (double value : row) check(value == 0, "logits_backward ", type, ": a g = 0 row gets ", value);
             continue;
         }
-        if (row_has(c, i, [](double z) { return std::isnan(z) || z == INFINITY; })) continue;
         double magnitude = 1;
         for (index_type v = 0; v < c.vocabulary; ++v) {
             const double z = c.values[i * c.vocabulary + v];

@@ -107,6 +107,24 @@ loss::policy_loss_options read_options(fuzz::source& in) {
     return o;
 }
 
+// With data_parallel_size dp > 1 the batch-wide counts are required: this call's counts × dp, as
+// if every rank held a batch like this one.
+void set_global_counts(loss::aggregation_options& o, const std::vector<double>& mask, index_type rows,
+                       index_type cols) {
+    if (o.data_parallel_size <= 1) return;
+    double tokens = 0, sequences = 0, length_weights = 0;
+    for (index_type i = 0; i < rows; ++i) {
+        double n = 0;
+        for (index_type t = 0; t < cols; ++t) n += mask[i * cols + t];
+        tokens += n;
+        sequences += n > 0 || o.count_empty_rows ? 1 : 0;
+        if (n > 0) length_weights += std::pow(n, -o.alpha);
+    }
+    o.global_token_count = tokens * o.data_parallel_size;
+    o.global_sequence_count = sequences * o.data_parallel_size;
+    o.global_length_weight_sum = length_weights * o.data_parallel_size;
+}
+
 template <class T>
 struct stored_data {
     fuzz::matrix<T> x, old, advantages, mask, ref, entropies;
@@ -208,7 +226,8 @@ bool sapo_gate_saturated(const data_set& s, const loss::policy_loss_options& o, 
 template <class T>
 void check_policy_loss(fuzz::source& in) {
     const auto d = read_data(in);
-    const auto options = read_options(in);
+    auto options = read_options(in);
+    set_global_counts(options.aggregation, d.mask, d.rows, d.cols);
     const char* type = fuzz::type_name<T>();
     const int s = static_cast<int>(options.surrogate.mode), a = static_cast<int>(options.aggregation.mode),
               k = static_cast<int>(options.kl.estimator);
@@ -308,6 +327,7 @@ void check_aggregate(fuzz::source& in) {
     if (options.mask_values == loss::mask_rule::weights)
         for (auto& m : mask_values)
             if (m != 0) m = in.pick({1.0, 0.5, 2.0});
+    set_global_counts(options, mask_values, d.rows, d.cols);
     auto ell = d.x;
     for (std::size_t j = 0; j < ell.size(); ++j)
         if (mask_values[j] == 0 && in.flag())
