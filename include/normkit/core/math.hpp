@@ -102,15 +102,27 @@ inline batch<C> divide_rational(const batch<C>& p, const batch<C>& q) {
 
 }  // namespace detail
 
-// tanh and erf of float lanes are rational approximations p(x)/q(x) with an
-// odd degree-13 numerator and an even denominator, Eigen's generic_fast_tanh_float
-// and generic_fast_erf_float (Eigen 3.4, MathFunctionsImpl.h and
-// SpecialFunctionsImpl.h): a few ulp on the clamped range, outside of which
-// fl(tanh) and fl(erf) are ±1. They cost about half of xsimd's float tanh
-// and erf (which evaluate exp and both branches of a select), and DyT and Derf
-// are bound by exactly this cost. Double lanes keep xsimd's.
+// tanh and erf: xsimd's (float lanes within 1.4 and 2.5 ulp, tested), and the
+// fast forms, rational approximations p(x)/q(x) with an odd degree-13 numerator
+// and an even denominator for float lanes: Eigen's generic_fast_tanh_float and
+// generic_fast_erf_float (Eigen 3.4, MathFunctionsImpl.h and
+// SpecialFunctionsImpl.h), within 6 and 7.5 ulp on the clamped range, outside
+// of which fl(tanh) and fl(erf) are ±1. The fast forms cost about half of
+// xsimd's (which evaluate exp and both branches of a select); DyT and Derf,
+// bound by this cost, take them where their error cannot show (16-bit output)
+// or when asked to. Double lanes are xsimd's in both.
 template <class C>
 [[gnu::flatten]] inline batch<C> tanh(const batch<C>& x) {
+    return xsimd::tanh(x);
+}
+
+template <class C>
+[[gnu::flatten]] inline batch<C> erf(const batch<C>& x) {
+    return xsimd::erf(x);
+}
+
+template <class C>
+[[gnu::flatten]] inline batch<C> fast_tanh(const batch<C>& x) {
     if constexpr (std::is_same_v<C, float>) {
 #ifdef __FMA__
         const batch<C> clamp(7.99881172180175781f);  // where the rational reaches 1 with fused multiply-adds
@@ -143,7 +155,7 @@ template <class C>
 }
 
 template <class C>
-[[gnu::flatten]] inline batch<C> erf(const batch<C>& x) {
+[[gnu::flatten]] inline batch<C> fast_erf(const batch<C>& x) {
     if constexpr (std::is_same_v<C, float>) {
         const auto clamped = xsimd::max(batch<C>(-4.f), xsimd::min(batch<C>(4.f), x));  // NaN passes (see tanh)
         const auto x2 = clamped * clamped;

@@ -1,5 +1,7 @@
 // Row reductions shared by every kernel: sum of squares, dot, and the
-// centered moments.
+// centered moments, accumulated in sum_t<T> (double for float rows: their
+// statistics are then one rounding from the float64 ones, however long the
+// row; core/types.hpp).
 //
 // Moments are never formed as E[x²] − E[x]² (PyTorch #51102, ORT #28463, burn
 // #5607 are that bug). row_moments sums the row shifted by its first element
@@ -23,27 +25,33 @@
 
 namespace normkit::core {
 
-// Σx², each square added with one fma (accumulate_batches): kernels that sum the squares of a
-// row they hold in registers (fused add + RMSNorm) do the same, and get the same bits.
+// The step that adds the squares of a batch v to a sum_t accumulator (one fma per widened half):
+// kernels that sum the squares of a row they hold in registers (fused add + RMSNorm) call it and
+// get row_sum_of_squares' bits.
+template <class W, class C>
+[[gnu::always_inline]] inline void add_squares(batch<W>& sum, const batch<C>& v) {
+    add_wide_product(sum, v, v);
+}
+
+// Σx², in sum_t<T>.
 template <class T>
-inline compute_t<T> row_sum_of_squares(const T* x, index_type n) {
+inline sum_t<T> row_sum_of_squares(const T* x, index_type n) {
     using C = compute_t<T>;
-    return accumulate_batches<1, C>(n, [&](index_type i, index_type count, std::array<batch<C>, 1>& sums) {
-        const auto v = load(x + i, count);
-        sums[0] = xsimd::fma(v, v, sums[0]);
+    using W = sum_t<T>;
+    return accumulate_batches<1, C, W>(n, [&](index_type i, index_type count, std::array<batch<W>, 1>& sums) {
+        add_squares(sums[0], load(x + i, count));
     })[0];
 }
 
 // The step of two_rows_sum_of_squares, for a batch_accumulator<2, C> (core/simd.hpp).
 template <class T>
 inline auto two_rows_squares_step(const T* first, const T* second) {
-    using C = compute_t<T>;
-    return [first, second](index_type i, index_type count, std::array<batch<C>, 2>& sums) {
+    using W = sum_t<T>;
+    return [first, second](index_type i, index_type count, std::array<batch<W>, 2>& sums) {
         prefetch_ahead(first, i);
         prefetch_ahead(second, i);
-        const auto v = load(first + i, count), w = load(second + i, count);
-        sums[0] = xsimd::fma(v, v, sums[0]);
-        sums[1] = xsimd::fma(w, w, sums[1]);
+        add_squares(sums[0], load(first + i, count));
+        add_squares(sums[1], load(second + i, count));
     };
 }
 
@@ -51,62 +59,90 @@ inline auto two_rows_squares_step(const T* first, const T* second) {
 // accumulators and order); both rows are prefetched ahead (core/stream.hpp), so that a sweep over
 // memory keeps two streams of misses in flight.
 template <class T>
-inline std::array<compute_t<T>, 2> two_rows_sum_of_squares(const T* first, const T* second, index_type n) {
-    return accumulate_batches<2, compute_t<T>>(n, two_rows_squares_step(first, second));
+inline std::array<sum_t<T>, 2> two_rows_sum_of_squares(const T* first, const T* second, index_type n) {
+    return accumulate_batches<2, compute_t<T>, sum_t<T>>(n, two_rows_squares_step(first, second));
 }
 
+// Σx·y, in sum_t<T>.
 template <class T, class U>
-inline compute_t<T> row_dot(const T* x, const U* y, index_type n) {
+inline sum_t<T> row_dot(const T* x, const U* y, index_type n) {
     using C = compute_t<T>;
+    using W = sum_t<T>;
     static_assert(std::is_same_v<C, compute_t<U>>, "row_dot: both rows must share a compute type");
-    return sum_batches<1, C>(n, [&](index_type i, index_type count) {
-        return std::array<batch<C>, 1>{load(x + i, count) * load(y + i, count)};
+    return accumulate_batches<1, C, W>(n, [&](index_type i, index_type count, std::array<batch<W>, 1>& sums) {
+        add_wide_product(sums[0], load(x + i, count), load(y + i, count));
     })[0];
 }
 
-// Σ(x − center) and Σ(x − center)².
+// The step that adds d = x − c and d² for the batch of x at i to two sum_t accumulators. For float
+// rows d is formed in double, so it is exact whatever the distance to c; otherwise in C (exact
+// for |μ| ≫ σ, Sterbenz). Lanes at and beyond `count` add nothing.
 template <class T>
-inline std::array<compute_t<T>, 2> row_centered_sums(const T* x, index_type n, compute_t<T> center) {
+[[gnu::always_inline]] inline void add_centered(const T* x, index_type i, index_type count, compute_t<T> center,
+                                                batch<sum_t<T>>& sum, batch<sum_t<T>>& sum_of_squares) {
     using C = compute_t<T>;
-    const batch<C> c(center);
-    return accumulate_batches<2, C>(n, [&](index_type i, index_type count, std::array<batch<C>, 2>& sums) {
-        const auto d = keep_lanes(load(x + i, count) - c, count);
-        sums[0] += d;
-        sums[1] = xsimd::fma(d, d, sums[1]);
-    });
+    using W = sum_t<T>;
+    if constexpr (std::is_same_v<W, C>) {
+        const auto d = keep_lanes(load(x + i, count) - batch<C>(center), count);
+        sum += d;
+        sum_of_squares = xsimd::fma(d, d, sum_of_squares);
+    } else {
+        const auto halves = wide<W>(load(x + i, count));
+        for (std::size_t h = 0; h < halves.size(); ++h) {
+            const index_type in_half =
+                std::clamp<index_type>(count - static_cast<index_type>(h) * width<W>, 0, width<W>);
+            const auto d = keep_lanes(halves[h] - batch<W>(static_cast<W>(center)), in_half);
+            sum += d;
+            sum_of_squares = xsimd::fma(d, d, sum_of_squares);
+        }
+    }
 }
 
-template <class C>
+// Σ(x − center) and Σ(x − center)², in sum_t<T>.
+template <class T>
+inline std::array<sum_t<T>, 2> row_centered_sums(const T* x, index_type n, compute_t<T> center) {
+    using W = sum_t<T>;
+    return accumulate_batches<2, compute_t<T>, W>(n,
+                                                  [&](index_type i, index_type count, std::array<batch<W>, 2>& sums) {
+                                                      add_centered(x, i, count, center, sums[0], sums[1]);
+                                                  });
+}
+
+// A row's moments, in sum_t<T> (W) around a center of its compute type (C).
+template <class C, class W = C>
 struct centered_moments {
-    C mean;      // μ = center + shift
+    W mean;      // μ = center + shift
     C center;    // the pass-1 estimate c; x − c is exact for |μ| ≫ σ
-    C shift;     // δ = mean(x − c)
-    C variance;  // biased (divided by n), never negative
+    W shift;     // δ = mean(x − c)
+    W variance;  // biased (divided by n), never negative
 };
 
 // The rest of row_moments once its first sweep has summed x − center (center = x₀).
+// A row whose δ² exceeds 0.75·spread (x₀ more than about 1.7σ from the mean) is summed again
+// around c + δ: the subtraction of δ² would cancel digits, and LayerNorm forms x − c in C for y.
 template <class T>
-inline centered_moments<compute_t<T>> moments_after_first_sweep(const T* x, index_type n, compute_t<T> center,
-                                                                std::array<compute_t<T>, 2> sums) {
+inline centered_moments<compute_t<T>, sum_t<T>> moments_after_first_sweep(const T* x, index_type n, compute_t<T> center,
+                                                                          std::array<sum_t<T>, 2> sums) {
     using C = compute_t<T>;
-    const C count = static_cast<C>(n);
-    C shift = sums[0] / count;
-    C spread = sums[1] / count;  // σ² + δ²
-    if (!(shift * shift <= C(0.75) * spread)) {
-        center += shift;
+    using W = sum_t<T>;
+    const W count = static_cast<W>(n);
+    W shift = sums[0] / count;
+    W spread = sums[1] / count;  // σ² + δ²
+    if (!(shift * shift <= W(0.75) * spread)) {
+        center = static_cast<C>(center + shift);
         sums = row_centered_sums(x, n, center);
         shift = sums[0] / count;
         spread = sums[1] / count;
     }
     // One fma: left as spread − shift·shift, GCC contracted it in some inlined copies and not in
     // others, and fp16 LayerNorm rows streamed and not streamed got rstds a bit apart (tested).
-    const C variance = std::max(std::fma(-shift, shift, spread), C(0));
+    const W variance = std::max(std::fma(-shift, shift, spread), W(0));
     return {center + shift, center, shift, variance};
 }
 
 // Mean and biased variance of a row (n ≥ 1), as described above.
 template <class T>
-inline centered_moments<compute_t<T>> row_moments(const T* x, index_type n) {
+inline centered_moments<compute_t<T>, sum_t<T>> row_moments(const T* x, index_type n) {
     const compute_t<T> center = to_compute(x[0]);
     return moments_after_first_sweep(x, n, center, row_centered_sums(x, n, center));
 }
@@ -116,33 +152,30 @@ inline centered_moments<compute_t<T>> row_moments(const T* x, index_type n) {
 // two_rows_sum_of_squares).
 template <class T>
 inline auto two_rows_centered_step(const T* first, const T* second) {
-    using C = compute_t<T>;
-    const batch<C> c(to_compute(first[0])), e(to_compute(second[0]));
-    return [first, second, c, e](index_type i, index_type count, std::array<batch<C>, 4>& sums) {
+    using W = sum_t<T>;
+    const compute_t<T> c = to_compute(first[0]), e = to_compute(second[0]);
+    return [first, second, c, e](index_type i, index_type count, std::array<batch<W>, 4>& sums) {
         prefetch_ahead(first, i);
         prefetch_ahead(second, i);
-        const auto d = keep_lanes(load(first + i, count) - c, count);
-        const auto f = keep_lanes(load(second + i, count) - e, count);
-        sums[0] += d;
-        sums[1] = xsimd::fma(d, d, sums[1]);
-        sums[2] += f;
-        sums[3] = xsimd::fma(f, f, sums[3]);
+        add_centered(first, i, count, c, sums[0], sums[1]);
+        add_centered(second, i, count, e, sums[2], sums[3]);
     };
 }
 
 // The rest of two_rows_moments once two_rows_centered_step has summed the first sweep.
 template <class T>
-inline std::array<centered_moments<compute_t<T>>, 2> two_rows_moments_after_first_sweep(
-    const T* first, const T* second, index_type n, const std::array<compute_t<T>, 4>& sums) {
+inline std::array<centered_moments<compute_t<T>, sum_t<T>>, 2> two_rows_moments_after_first_sweep(
+    const T* first, const T* second, index_type n, const std::array<sum_t<T>, 4>& sums) {
     return {moments_after_first_sweep(first, n, to_compute(first[0]), {sums[0], sums[1]}),
             moments_after_first_sweep(second, n, to_compute(second[0]), {sums[2], sums[3]})};
 }
 
 // row_moments of two rows, their first sweeps taken as one, each to the bits row_moments gives it.
 template <class T>
-inline std::array<centered_moments<compute_t<T>>, 2> two_rows_moments(const T* first, const T* second, index_type n) {
+inline std::array<centered_moments<compute_t<T>, sum_t<T>>, 2> two_rows_moments(const T* first, const T* second,
+                                                                                index_type n) {
     return two_rows_moments_after_first_sweep(
-        first, second, n, accumulate_batches<4, compute_t<T>>(n, two_rows_centered_step(first, second)));
+        first, second, n, accumulate_batches<4, compute_t<T>, sum_t<T>>(n, two_rows_centered_step(first, second)));
 }
 
 }  // namespace normkit::core

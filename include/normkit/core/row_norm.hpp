@@ -9,12 +9,12 @@
 // one-row loop in the cache and the paired loop beyond it (core::stream_row_pairs)
 // are here, once.
 //
-// A method is an object with (C = compute_t<T>):
+// A method is an object with (C = compute_t<T>, W = sum_t<T>: sums are taken in W, core/types.hpp):
 //   static constexpr std::size_t pair_sums;                K, the sums of two rows
 //   affine row(index_type row, const T* in) const;         one row's statistics and affine (in the cache)
-//   auto pair_step(const T* first, const T* second) const; the batch_accumulator<K, C> step of two rows
+//   auto pair_step(const T* first, const T* second) const; the batch_accumulator<K, C, W> step of two rows
 //   std::array<affine, 2> pair(index_type row, index_type other, const T* first, const T* second,
-//                              const std::array<C, K>& sums) const;   both rows' affines from the sums
+//                              const std::array<W, K>& sums) const;   both rows' affines from the sums
 //   batch<C> operator()(const T* in, const affine& a, index_type i, index_type count) const;
 // row() and pair() save the row's statistics (through pointers the method holds) as they go.
 // It is copied into the loops (by value: what a reference reaches could be stored to by the
@@ -29,9 +29,11 @@
 #include "stream.hpp"
 #include "view.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <type_traits>
 
 namespace normkit::core {
@@ -43,6 +45,16 @@ inline void require_positive_finite(const char* name, double value) {
 
 // The one check of a row normalization's ε.
 inline void require_eps(double eps) { require_positive_finite("eps", eps); }
+
+// ε of storage type T's rows, in the type their statistics are taken in (sum_t), raised to the
+// smallest normal value of the compute type where it is below it (1.2e-38 for float): smaller,
+// ε would round to 0 as a float, or 1/√ε and 1/ε would overflow it, and an all-zero row then
+// gave y = 0·∞ = NaN where y = 0 is documented. No ε a model uses is near that bound.
+template <class T>
+inline sum_t<T> eps_in(double eps) {
+    using W = sum_t<T>;
+    return std::max(static_cast<W>(eps), static_cast<W>(std::numeric_limits<compute_t<T>>::min()));
+}
 
 // The shape checks of a row normalization's forward: x and y given, y shaped like x.
 template <class T>
@@ -66,14 +78,38 @@ void require_saved(const char* function, const char* name, const vector_view<S>&
     require_per_row(name, saved, rows);
 }
 
-// The row loop of a row normalization's backward: f(row, x row, dy row, partial)
-// for every row, partial holding the parameter-gradient sums of the rows'
-// reduction chunk (reduce_rows: totals in a thread-count-independent order).
+// r = 1/√(Σx²/n + ε) of the RMS forms (RMSNorm, fused add, QK, SeeDNorm), from Σx² in W = sum_t,
+// formed in W by a true square root and divide, rounded once to C.
+template <class C, class W>
+inline C inverse_rms(W sum_of_squares, index_type n, W eps) {
+    return static_cast<C>(W(1) / std::sqrt(sum_of_squares / static_cast<W>(n) + eps));
+}
+
+// The tag of backward_rows' per-block partials in workspace.
+struct backward_block_tag;
+
+// The row loop of a row normalization's backward: f(row, x row, dy row, partial) for every row.
+// `partial` holds the parameter-gradient sums of a block of rows in S; each block is added to
+// its reduction chunk's totals in sum_t<S> (double for float), so that dγ over 65 536 rows
+// carries the rounding of a 16-row sum, not of a 65 536-row one. Totals are in a
+// thread-count-independent order (reduce_rows).
 template <class S, class T, class F>
-const S* backward_rows(const matrix_view<const T>& x, const matrix_view<const T>& dy, index_type partial_width,
-                       int threads, F&& f) {
-    return reduce_rows<S>(x.rows, partial_width, threads, [&](index_type begin, index_type end, S* partial) {
-        for (index_type row = begin; row < end; ++row) f(row, x.row(row), dy.row(row), partial);
+const sum_t<S>* backward_rows(const matrix_view<const T>& x, const matrix_view<const T>& dy, index_type partial_width,
+                              int threads, F&& f) {
+    using W = sum_t<S>;
+    return reduce_rows<W>(x.rows, partial_width, threads, [&](index_type begin, index_type end, W* total) {
+        if constexpr (std::is_same_v<W, S>) {
+            for (index_type row = begin; row < end; ++row) f(row, x.row(row), dy.row(row), total);
+        } else {
+            constexpr index_type block_rows = 16;
+            S* block = workspace<S, backward_block_tag>(static_cast<std::size_t>(partial_width));
+            for (index_type first = begin; first < end; first += block_rows) {
+                std::fill(block, block + partial_width, S(0));
+                const index_type last = std::min(end, first + block_rows);
+                for (index_type row = first; row < last; ++row) f(row, x.row(row), dy.row(row), block);
+                for (index_type j = 0; j < partial_width; ++j) total[j] += static_cast<W>(block[j]);
+            }
+        }
     });
 }
 
@@ -105,9 +141,9 @@ void normalize_rows(matrix_view<const T> x, matrix_view<T> y, index_type begin, 
         }
     } else {
         using C = compute_t<T>;
-        stream_row_pairs<Method::pair_sums, C>(
+        stream_row_pairs<Method::pair_sums, C, sum_t<T>>(
             y, begin, end, [&](index_type row, index_type other) { return method.pair_step(x.row(row), x.row(other)); },
-            [&](index_type row, index_type other, const std::array<C, Method::pair_sums>& sums) {
+            [&](index_type row, index_type other, const std::array<sum_t<T>, Method::pair_sums>& sums) {
                 const T* in = x.row(row);
                 const T* other_in = x.row(other);
                 const auto affines = method.pair(row, other, in, other_in, sums);

@@ -104,6 +104,43 @@ inline void widen_bfloat16_pairs(const std::uint16_t* source, B& even, B& odd) {
     odd = xsimd::bitwise_cast<B>(pairs & U(0xffff0000u));
 }
 
+// A float batch's lanes as two double batches: lanes [0, size/2) and [size/2, size), exactly.
+template <class B = batch<float>>
+inline std::array<xsimd::batch<double, typename B::arch_type>, 2> widen_float(const B& value) {
+    using D = xsimd::batch<double, typename B::arch_type>;
+    [[maybe_unused]] constexpr index_type lanes = static_cast<index_type>(B::size);
+#if defined(__AVX512F__)
+    if constexpr (lanes == 16) {
+        // Halves by vector shuffles and maskz conversions: GCC 12's _mm512_castps512_ps256 and
+        // unmasked _mm512_cvtps_pd read an _mm512_undefined_* operand it reports as uninitialized.
+        using half = float __attribute__((vector_size(32)));
+        using whole = float __attribute__((vector_size(64)));
+        const whole v = static_cast<__m512>(value);
+        const half low = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+        const half high = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+        return {D(_mm512_maskz_cvtps_pd(0xff, reinterpret_cast<const __m256&>(low))),
+                D(_mm512_maskz_cvtps_pd(0xff, reinterpret_cast<const __m256&>(high)))};
+    }
+#endif
+#if defined(__AVX__)
+    if constexpr (lanes == 8) {
+        const __m256 v = value;
+        return {D(_mm256_cvtps_pd(_mm256_castps256_ps128(v))), D(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)))};
+    }
+#endif
+#if defined(__SSE2__)
+    if constexpr (lanes == 4) {
+        const __m128 v = value;
+        return {D(_mm_cvtps_pd(v)), D(_mm_cvtps_pd(_mm_movehl_ps(v, v)))};
+    }
+#endif
+    alignas(64) float source[lanes];
+    alignas(64) double widened[lanes];
+    value.store_aligned(source);
+    for (index_type lane = 0; lane < lanes; ++lane) widened[lane] = static_cast<double>(source[lane]);
+    return {D::load_aligned(widened), D::load_aligned(widened + lanes / 2)};
+}
+
 // Round to nearest, ties to even, any NaN to the quiet NaN 0x7fc0: the 32-bit
 // lanes of the result hold the bf16 bits.
 template <class B>
@@ -352,25 +389,28 @@ inline void for_each_batch(index_type n, Body&& body) {
 }
 
 // Sums K quantities over a row: step(offset, count, sums) adds the batch at
-// offset into the K accumulators sums (a std::array<batch<C>, K>&), nothing from
+// offset into the K accumulators sums (a std::array<batch<W>, K>&), nothing from
 // lanes at and beyond `count`. Four independent accumulator sets hide the add
 // latency and shorten the rounding chains (ORT #31973 measured the accuracy
 // gain); the combination order is fixed, so the result is reproducible. A step
 // that adds a square as fma(v, v, sum) spends one instruction on it and rounds
 // once, and no compiler contracts it differently in different inlined copies.
+// The batches walked are of C (offset and count count C lanes); the accumulators
+// are of W, C itself or sum_t's double for float rows (a step adds wide(v), both
+// halves of v widened).
 //
 // batch_accumulator is the same sum taken in pieces: groups of four batches up
 // to any point (add_groups), then the rest (finish), to the bits of one call.
 // A sweep that does other work between pieces (core::stream_row_pairs sums the
 // next pair of rows while it writes this one) uses it directly.
-template <std::size_t K, class C>
+template <std::size_t K, class C, class W = C>
 struct batch_accumulator {
     static constexpr index_type group = 4 * width<C>;
-    std::array<batch<C>, K> a0, a1, a2, a3;
+    std::array<batch<W>, K> a0, a1, a2, a3;
     index_type done = 0;  // the batches before this offset are summed
 
     batch_accumulator() {
-        for (std::size_t k = 0; k < K; ++k) a0[k] = a1[k] = a2[k] = a3[k] = batch<C>(C(0));
+        for (std::size_t k = 0; k < K; ++k) a0[k] = a1[k] = a2[k] = a3[k] = batch<W>(W(0));
     }
     // Sums the whole groups that end at or before `to`.
     template <class Step>
@@ -385,13 +425,13 @@ struct batch_accumulator {
     }
     // Sums the rest of a row of n and returns the K sums.
     template <class Step>
-    [[gnu::always_inline]] std::array<C, K> finish(index_type n, Step&& step) {
+    [[gnu::always_inline]] std::array<W, K> finish(index_type n, Step&& step) {
         constexpr index_type lanes = width<C>;
         add_groups(n, step);
         for (; done + lanes <= n; done += lanes) step(done, lanes, a0);
         if (done < n) step(done, n - done, a1);
         done = n;
-        std::array<C, K> sums;
+        std::array<W, K> sums;
         for (std::size_t k = 0; k < K; ++k) sums[k] = horizontal_sum((a0[k] + a1[k]) + (a2[k] + a3[k]));
         return sums;
     }
@@ -399,19 +439,39 @@ struct batch_accumulator {
 
 // Flattened: a step left as a call (GCC does that with four accumulator sets of
 // two rows) costs more than the step.
-template <std::size_t K, class C, class Step>
-[[gnu::flatten]] inline std::array<C, K> accumulate_batches(index_type n, Step&& step) {
-    batch_accumulator<K, C> sums;
+template <std::size_t K, class C, class W = C, class Step>
+[[gnu::flatten]] inline std::array<W, K> accumulate_batches(index_type n, Step&& step) {
+    batch_accumulator<K, C, W> sums;
     return sums.finish(n, step);
+}
+
+// A batch of C as batches of W for an accumulator of W: itself, or its two halves widened.
+template <class W, class C>
+inline auto wide(const batch<C>& value) {
+    if constexpr (std::is_same_v<W, C>)
+        return std::array<batch<C>, 1>{value};
+    else
+        return detail::widen_float(value);
+}
+
+// sum += v and sum += v·w (one fma each), v and w widened to the accumulator's W.
+template <class W, class C>
+[[gnu::always_inline]] inline void add_wide(batch<W>& sum, const batch<C>& v) {
+    for (const auto& part : wide<W>(v)) sum += part;
+}
+template <class W, class C>
+[[gnu::always_inline]] inline void add_wide_product(batch<W>& sum, const batch<C>& v, const batch<C>& w) {
+    const auto vs = wide<W>(v), ws = wide<W>(w);
+    for (std::size_t h = 0; h < vs.size(); ++h) sum = xsimd::fma(vs[h], ws[h], sum);
 }
 
 // accumulate_batches for terms that are plain sums: term(offset, count) returns
 // std::array<batch<C>, K> whose lanes at and beyond `count` are zero.
-template <std::size_t K, class C, class Term>
-inline std::array<C, K> sum_batches(index_type n, Term&& term) {
-    return accumulate_batches<K, C>(n, [&](index_type offset, index_type count, std::array<batch<C>, K>& sums) {
+template <std::size_t K, class C, class W = C, class Term>
+inline std::array<W, K> sum_batches(index_type n, Term&& term) {
+    return accumulate_batches<K, C, W>(n, [&](index_type offset, index_type count, std::array<batch<W>, K>& sums) {
         const auto terms = term(offset, count);
-        for (std::size_t k = 0; k < K; ++k) sums[k] += terms[k];
+        for (std::size_t k = 0; k < K; ++k) add_wide(sums[k], terms[k]);
     });
 }
 

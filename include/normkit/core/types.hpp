@@ -36,6 +36,13 @@ using compute_t = normkit::statistic_t<T>;
 template <class T>
 using statistic_t = normkit::statistic_t<T>;
 
+// The type a row's sums (Σx², Σ(x − c), Σg·x, ...) are accumulated in: double for float and double
+// rows, so that an fp32 statistic carries no accumulation error and is one rounding from the
+// float64 one (a float's square is exact in double); float for 16-bit rows, whose elements
+// and outputs carry 8 or 11 significant bits.
+template <class T>
+using sum_t = std::conditional_t<std::is_same_v<std::remove_const_t<T>, float>, double, compute_t<T>>;
+
 inline float bfloat16_bits_to_float(std::uint16_t bits) {
     const std::uint32_t widened = static_cast<std::uint32_t>(bits) << 16;
     float value;

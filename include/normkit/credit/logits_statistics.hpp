@@ -11,13 +11,20 @@
 //   ∂L/∂z_v = (g_t/τ)·(δ_{v y_t} − π_v)        (= g_t·(e_y − π) at τ = 1)
 //
 // How: each row is read once, in chunks of 2048 elements, as two halves side by
-// side. Per lane, with M the running maximum, d = z' − M and e = exp(d), a
-// half accumulates
+// side. Per lane, with M the running maximum of z, d = (z − M)/τ and e = exp(d),
+// a half accumulates
 //   s0 = Σe,   s1 = Σe·d,   s2 = Σe²
-// so lse = M + log s0, H = log s0 − s1/s0, Σπ² = s2/s0². Moving from M to M'
-// multiplies s0 by r = exp(M − M'), s2 by r², and s1 becomes r·(s1 + (M − M')·s0)
-// (online softmax, Milakov & Gimelshein 2018). The two halves' sums merge the
-// same way at the end of the row.
+// so lse = M/τ + log s0, H = log s0 − s1/s0, Σπ² = s2/s0². Moving from M to M'
+// multiplies s0 by r = exp((M − M')/τ), s2 by r², and s1 becomes
+// r·(s1 + (M − M')/τ·s0) (online softmax, Milakov & Gimelshein 2018). The two
+// halves' sums merge the same way at the end of the row.
+// - d is formed as (z − M)·(1/τ), so the maximum's d is exactly 0 at any τ
+//   (z·(1/τ) − M/τ would leave the rounding of z/τ there: a constant bf16 row
+//   of 9984 at τ = 0.7 then summed exp of that residual 152064 times).
+// - Sums: the lanes of C hold one chunk (at most 128 terms per lane), and each
+//   chunk's sums are added to the half's sums in double, so a row of 152064
+//   has the accuracy of a row of 2048; lse, log π, H and Σπ² are formed in
+//   double from them and rounded once.
 // - One pass: a chunk is summed against the M of the chunks before it while
 //   its own maximum is taken, and the sums move to the new maximum after it.
 //   Only a chunk whose maximum exceeds M by more than 20 (where e could reach
@@ -37,8 +44,8 @@
 //
 // Conventions:
 // - Statistics are float (double for double logits) whatever the storage
-//   (float, double, bf16, half); z' = z·(1/τ), one multiply by the reciprocal.
-// - log π_y is formed as (z'_y − M) − log s0, never as z'_y − lse: at |z| ~ 1e4
+//   (float, double, bf16, half); 1/τ is one reciprocal, multiplied in.
+// - log π_y is formed as (z_y − M)/τ − log s0, never as z'_y − lse: at |z| ~ 1e4
 //   the float lse has an ulp of 1e-3, which the difference would inherit.
 // - −inf logits (a masked vocabulary) are ordinary: they contribute exp = 0
 //   and nothing to H (d is floored so that 0·(−inf) never forms). If the
@@ -46,7 +53,9 @@
 //   sampled); its gradient is still finite: (g/τ)·e_y.
 // - Bad input: a token id outside [0, V), a row whose logits are all −inf,
 //   τ ≤ 0 or not finite, mismatched lengths → normkit::error naming them.
-//   +inf or NaN logits are not a supported input and give NaN statistics.
+// - A row with a NaN or a +inf logit gets NaN statistics (lse, log π, H, Σπ²),
+//   as torch's log_softmax gives, and a NaN gradient row; the other rows are
+//   unaffected.
 // - Backward: `logsumexp` is the one saved by the forward. If it is absent, the
 //   backward recomputes it per row (one extra sweep over the row, which is then
 //   in cache): slower, but exact to float rounding even for |z| ~ 1e4, where a

@@ -14,15 +14,20 @@
 // makes γ, β optional (elementwise_affine = False), as they are here.
 //
 // Conventions:
-// - erf is core::erf on batches of the compute type: for float lanes (float,
-//   bf16, fp16 storage) a rational approximation within 10 ulp (core/math.hpp;
-//   xsimd's costs more and bounds this kernel), for double xsimd's; exp
-//   is xsimd's. bf16/fp16 are widened on load and y rounded once on store.
-// - dα, ds, dγ, dβ accumulate in float (double) per fixed chunk of rows (the
-//   scalars per row first, in SIMD lanes), chunks summed in order: any thread
-//   count gives the same bits. They are overwritten, not accumulated into.
+// - erf (core/math.hpp): float rows take xsimd's, within 2.5 ulp, so y is
+//   within 3 ulp of float64 (on the scale |γ·erf(u)| + |β|, docs/accuracy.md);
+//   options.fast_erf takes Eigen's rational instead, within 7.5 ulp, at about
+//   half the cost this kernel is bound by. bf16 and fp16 rows always take the
+//   rational: its error is under a hundredth of their rounding. Double rows
+//   take xsimd's double erf; exp is core::exp. bf16/fp16 are widened on load
+//   and y rounded once on store.
+// - dα, ds, dγ, dβ accumulate in float over blocks of 16 rows (the scalars per
+//   row first, in SIMD lanes) and in double across blocks (core::backward_rows),
+//   per fixed chunk of rows summed in order: any thread count gives the same
+//   bits. They are overwritten, not accumulated into.
 // - No input is degenerate: α = 0 gives y = γ⊙erf(s) + β and dx = 0.
-//   α and s must be finite. dx, dγ and dβ may each be absent ({}). output may be
+//   α and s must be finite; they are used as rounded to the compute type (float
+//   for float and 16-bit rows). dx, dγ and dβ may each be absent ({}). output may be
 //   the same memory as input, and input_gradient the same memory as output_gradient.
 #pragma once
 
@@ -31,7 +36,9 @@
 
 namespace normkit::norm {
 
-struct derf_options : streaming_options {};
+struct derf_options : streaming_options {
+    bool fast_erf = false;  // float rows: the rational erf (within 7.5 ulp) in place of xsimd's (2.5 ulp)
+};
 
 inline constexpr double derf_default_alpha = 0.5;
 inline constexpr double derf_default_shift = 0.0;

@@ -17,15 +17,19 @@
 //     (its training.py default is 1.0). The α init shrinks with width.
 //
 // Conventions:
-// - tanh is core::tanh on batches of the compute type: for float lanes (float,
-//   bf16, fp16 storage) a rational approximation within 10 ulp (core/math.hpp;
-//   xsimd's costs more and bounds this kernel), for double xsimd's.
-//   bf16/fp16 are widened on load and y rounded once on store.
-// - dα, dγ, dβ accumulate in float (double) per fixed chunk of rows (dα per row
-//   first, in SIMD lanes), chunks summed in order: any thread count gives the
-//   same bits. They are overwritten, not accumulated into.
+// - tanh (core/math.hpp): float rows take xsimd's, within 1.4 ulp, so y is
+//   within 2 ulp of float64 (on the scale |γ·t| + |β|, docs/accuracy.md);
+//   options.fast_tanh takes Eigen's rational instead, within 6 ulp, at about half
+//   the cost this kernel is bound by. bf16 and fp16 rows always take the
+//   rational: its error is under a hundredth of their rounding. Double rows
+//   take xsimd's double tanh. bf16/fp16 are widened on load and y rounded once
+//   on store.
+// - dα, dγ, dβ accumulate in float over blocks of 16 rows (dα per row first,
+//   in SIMD lanes) and in double across blocks (core::backward_rows), per fixed
+//   chunk of rows summed in order: any thread count gives the same bits. They are overwritten, not accumulated into.
 // - No input is degenerate: α = 0 gives y = β, dx = 0, and dα = Σ dy⊙γ⊙x.
-//   α must be finite. dx, dγ and dβ may each be absent ({}). output may be the
+//   α must be finite; it is used as rounded to the compute type (float for
+//   float and 16-bit rows). dx, dγ and dβ may each be absent ({}). output may be the
 //   same memory as input, and input_gradient the same memory as output_gradient.
 #pragma once
 
@@ -34,7 +38,9 @@
 
 namespace normkit::norm {
 
-struct dyt_options : streaming_options {};
+struct dyt_options : streaming_options {
+    bool fast_tanh = false;  // float rows: the rational tanh (within 6 ulp) in place of xsimd's (1.4 ulp)
+};
 
 inline constexpr double dyt_default_alpha = 0.5;
 

@@ -18,8 +18,9 @@
 //   and offset; the same options struct). The backward differentiates the
 //   unrounded function, as autograd does through the casts.
 // - dh is written over d in place (the residual gradient stream), one rounding.
-// - dw accumulates in float (double) per fixed chunk of rows, summed in chunk
-//   order, so any thread count gives the same bits.
+// - dw accumulates in float over blocks of 16 rows and in double across blocks
+//   (core::backward_rows), per fixed chunk of rows summed in chunk order, so any
+//   thread count gives the same bits.
 // - Degenerate rows: h = 0 gives y = 0 and dh = r·g + d with r = 1/√ε.
 // - output may be the same memory as input (x is only read before y is written).
 #pragma once

@@ -8,19 +8,27 @@
 //   dγ = Σ_rows dy⊙x̂,  dβ = Σ_rows dy
 //
 // Conventions:
-// - Statistics by the corrected two-pass algorithm of core/reduce.hpp, in
-//   float (double for double storage): a row offset by 10⁶ is as accurate as
-//   one centered at 0. The saved mean and rstd are float (double); r is a true
-//   square root and divide, not an approximate rsqrt.
+// - Statistics by the corrected two-pass algorithm of core/reduce.hpp, its
+//   sums in double (float for 16-bit storage: core::sum_t): a row offset by 10⁶
+//   is as accurate as one centered at 0, and a row of 65 536 as one of 7. μ and
+//   r are formed in double and rounded once; the saved mean and rstd are float
+//   (double). fp32 y is within 4 ulp of float64 on the scale |γ|(1 + |x̂|) + |β|
+//   (docs/accuracy.md). A row with a huge element (3e38) is computed, not
+//   dropped; one whose x − x₀ overflows float is not representable and gives
+//   ±inf or NaN.
 // - The backward recomputes x̂ from the saved mean and corrects it for the
 //   rounding of that mean: with d = x − μ_saved it uses x̂ = (d − mean(d))·r,
 //   so the saved float mean loses nothing at large offsets.
-// - One visit to each row computes dx and the row's dγ, dβ contribution.
-//   dγ, dβ accumulate in float (double) per fixed chunk of rows and are summed
-//   in chunk order: any thread count gives the same bits (core/parallel.hpp).
+// - One visit to each row computes dx and the row's dγ, dβ contribution; the
+//   row sums of the backward are in double too. dγ, dβ accumulate in float over
+//   blocks of 16 rows, in double across blocks (core::backward_rows), per fixed
+//   chunk of rows summed in chunk order: any thread count gives the same bits.
 // - Degenerate rows: a constant row has σ² = 0 exactly, so x̂ = 0 and y = β
-//   exactly (0 without β), dx = 0, and its dγ contribution is exactly 0
-//   (PyTorch #188372). n = 1 is such a row.
+//   exactly (0 without β), dx = r·(g − mean(g)) and its dγ contribution is
+//   exactly 0 (PyTorch #188372). n = 1 is such a row, and there g = mean(g):
+//   dx = 0 exactly.
+// - ε below the compute type's smallest normal value (1.2e-38 for float) is
+//   raised to it (core::eps_in): a constant row then still gives y = β.
 // - output may be the same memory as input (in place); mean, rstd are optional.
 // - An output beyond the cache is written as rms_norm_forward writes it there
 //   (core::normalize_rows): streaming stores, rows in pairs, the next pair's

@@ -46,7 +46,10 @@ inline rms_norm_options qwen3() { return detail::rms(1e-6, false, rms_norm_casti
 // Gemma 3's per-head QK-norm: as gemma().
 inline rms_norm_options gemma3() { return detail::rms(1e-6, true, rms_norm_casting::gemma); }
 
-// OLMo 2's full-width QK-norm: w multiplied before the one cast back, ε = 1e-5.
+// OLMo 2's full-width QK-norm: w multiplied before the one cast back, ε = 1e-5. That is
+// Hugging Face transformers' Olmo2RMSNorm since PR #38131 (May 2025; releases from 4.53 —
+// 4.52.x is uncertain) and OLMo 2's own training code; transformers 4.47 to 4.52 cast x̂ to the
+// input dtype before the weight, which rms_norm_casting::llama reproduces.
 inline rms_norm_options olmo2() { return detail::rms(1e-5, false, rms_norm_casting::gemma); }
 
 }  // namespace normkit::norm::presets

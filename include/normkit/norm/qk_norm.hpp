@@ -38,8 +38,8 @@
 //
 // Conventions:
 // - The RMS forms are RMSNorm exactly (same code, rms_norm.hpp's conventions:
-//   fp32 statistics, rstd saved per row of head_dim or per token, dw in fp32
-//   accumulated over a fixed partition of rows, all-zero row → y = 0).
+//   sums in double, rstd saved per row of head_dim or per token, dw over a fixed
+//   partition of rows, all-zero row → y = 0).
 // - The L2 form saves nothing: its backward recomputes ‖v‖ from the row it
 //   reads anyway (rows are 64–256 long and in cache).
 // - Every form is bitwise identical for any thread count.

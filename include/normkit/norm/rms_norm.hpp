@@ -9,8 +9,13 @@
 //   dw = Σ_rows dy⊙x̂
 //
 // Conventions:
-// - Σx² in float (double for double storage) with independent accumulators;
-//   r by a true square root and divide. The saved rstd is float (double).
+// - Σx² in double (float for 16-bit storage: core::sum_t) with independent
+//   accumulators, r formed in double by a true square root and divide and
+//   rounded once: fp32 y is within 4 ulp of float64 on rows of any length and
+//   offset, and a constant row of 10⁶ with w = 1 gives exactly 1
+//   (docs/accuracy.md). The saved rstd is float (double). ε below the compute
+//   type's smallest normal value (1.2e-38 for float) is raised to it
+//   (core::eps_in): an all-zero row then still gives y = 0.
 // - Casting (matters for bf16 / fp16 storage only; float and double are exact
 //   in both):
 //     llama  y = round(w_eff · round(x̂))   HF LlamaRMSNorm: x̂ is cast to the
@@ -18,8 +23,9 @@
 //     gemma  y = round(w_eff · x̂)         HF Gemma: all in fp32, one rounding
 //   round() is to the storage type, nearest-even. The backward differentiates
 //   the unrounded function in both cases.
-// - One visit per row computes dx and the row's dw contribution; dw
-//   accumulates in float (double) per fixed chunk of rows, summed in chunk
+// - One visit per row computes dx and the row's dw contribution (its Σg·x in
+//   double); dw accumulates in float over blocks of 16 rows, in double across
+//   blocks (core::backward_rows), per fixed chunk of rows summed in chunk
 //   order, so any thread count gives the same bits.
 // - Degenerate rows: an all-zero row gives r = 1/√ε, y = 0, dx = r·g.
 // - output may be the same memory as input; rstd is optional.

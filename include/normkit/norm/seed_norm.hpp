@@ -28,10 +28,12 @@
 //   via x̂ and via ⟨x_h, β_h⟩); nothing but rstd is saved.
 //
 // Conventions:
-// - Σx² and the seeds in float (double for double storage); y rounded once to
-//   the storage type. The saved rstd is float (double).
-// - dα, dβ, dγ accumulate in float (double) per fixed chunk of rows, chunks
-//   summed in order: any thread count gives the same bits. They are
+// - Σx² and the seeds' dot products in double (float for 16-bit storage:
+//   core::sum_t), r formed in double and rounded once; y rounded once to the
+//   storage type. The saved rstd is float (double).
+// - dα, dβ, dγ accumulate in float over blocks of 16 rows and in double across
+//   blocks (core::backward_rows), per fixed chunk of rows summed in order: any
+//   thread count gives the same bits. They are
 //   overwritten, not accumulated into, and are given all three or none; dx may
 //   be absent ({}).
 // - Degenerate rows: an all-zero row gives r = 1/√ε, σ = 0, y = 0 and

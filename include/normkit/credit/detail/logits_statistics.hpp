@@ -23,42 +23,64 @@ inline constexpr index_type logits_chunk = 2048;
 template <class C>
 inline constexpr C rescale_limit = C(20);
 
-template <class C>
+// A row's maximum M (of the raw logits z) and its sums, in double.
 struct row_statistics {
-    C max;  // M
-    C s0, s1, s2;
+    double max;
+    double s0, s1, s2;
 };
 
 // d below this gives exp(d) = 0 in C; flooring d there keeps e·d = 0 for z = −inf.
 template <class C>
 inline constexpr C exp_floor = std::is_same_v<C, double> ? C(-800) : C(-200);
 
-// The running sums of one half of a row; `max` is meaningful once `started`.
+// The running sums of one half of a row against its maximum `max` (of the raw z; meaningful once
+// `started`): the chunks summed so far in double (s0..s2), the current chunk in lanes of C.
 template <class C>
 struct half_sums {
     C max = 0;
     bool started = false;
-    core::batch<C> s0 = core::batch<C>(C(0)), s1 = core::batch<C>(C(0)), s2 = core::batch<C>(C(0));
+    double s0 = 0, s1 = 0, s2 = 0;
+    core::batch<C> e0 = core::batch<C>(C(0)), e1 = core::batch<C>(C(0)), e2 = core::batch<C>(C(0));
 };
 
+// Moves the sums from M to M' (r = exp((M − M')/τ)): s0 ← r·s0, s1 ← r·(s1 + (M − M')/τ·s0),
+// s2 ← r²·s2, for the chunks in double and the current one in lanes alike.
 template <class C>
-inline void move_to_maximum(half_sums<C>& sums, C new_max) {
+inline void move_to_maximum(half_sums<C>& sums, C new_max, C inverse_temperature) {
     using core::batch;
-    const C shift = sums.max - new_max;
-    const C r = std::exp(shift);
-    sums.s1 = batch<C>(r) * (sums.s1 + batch<C>(shift) * sums.s0);
-    sums.s0 *= batch<C>(r);
-    sums.s2 *= batch<C>(r * r);
+    const double shift = (static_cast<double>(sums.max) - new_max) * inverse_temperature;
+    const double r = std::exp(shift);
+    sums.s1 = r * (sums.s1 + shift * sums.s0);
+    sums.s0 *= r;
+    sums.s2 *= r * r;
+    sums.e1 = batch<C>(static_cast<C>(r)) * (sums.e1 + batch<C>(static_cast<C>(shift)) * sums.e0);
+    sums.e0 *= batch<C>(static_cast<C>(r));
+    sums.e2 *= batch<C>(static_cast<C>(r * r));
     sums.max = new_max;
 }
 
-// Adds one batch of logits z to the sums (d = z·s − M, floored) and to the lane maximum of z.
+// Adds the current chunk's lanes to the double sums: the float lanes then hold at most one
+// chunk (2048 / 16 terms per lane on AVX-512), so a long row's sums keep float accuracy.
 template <class C>
+inline void close_chunk(half_sums<C>& sums) {
+    sums.s0 += static_cast<double>(core::horizontal_sum(sums.e0));
+    sums.s1 += static_cast<double>(core::horizontal_sum(sums.e1));
+    sums.s2 += static_cast<double>(core::horizontal_sum(sums.e2));
+    sums.e0 = sums.e1 = sums.e2 = core::batch<C>(C(0));
+}
+
+// Adds one batch of logits z to the sums and to the lane maximum of z. d = (z − M)/τ, so the
+// maximum's d is exactly 0 at any τ (at τ = 1 the multiply is left out). d is floored with the
+// floor first: max returns its second operand when either is NaN, so a NaN or +inf logit
+// (+inf − +inf) makes the row's sums NaN.
+template <bool tempered, class C>
 [[gnu::always_inline]] inline void accumulate(const core::batch<C>& z, const core::batch<C>& scale,
                                               const core::batch<C>& minus_max, core::batch<C>& largest,
                                               core::batch<C>& s0, core::batch<C>& s1, core::batch<C>& s2) {
     largest = core::maximum(largest, z);
-    const auto d = core::maximum(xsimd::fma(z, scale, minus_max), core::batch<C>(exp_floor<C>));
+    auto u = z + minus_max;
+    if constexpr (tempered) u *= scale;
+    const auto d = core::maximum(core::batch<C>(exp_floor<C>), u);
     const auto e = core::exp_of_difference(d);
     s0 += e;
     s1 = xsimd::fma(e, d, s1);
@@ -96,57 +118,56 @@ template <class T>
     for (std::size_t line = 0; line < bytes; line += 64) core::prefetch_ahead(reinterpret_cast<const char*>(p) + line);
 }
 
-// Sums `length` logits from p into one half; returns the lane maximum of its z.
-template <class T>
+// Sums `length` logits from p into one half's current chunk; returns the lane maximum of its z.
+template <bool tempered, class T>
 core::batch<core::compute_t<T>> sum_chunk(half_sums<core::compute_t<T>>& sums, const T* p, index_type length,
                                           const core::batch<core::compute_t<T>>& scale) {
     using C = core::compute_t<T>;
     constexpr index_type lanes = core::width<C>;
     const core::batch<C> minus_max(-sums.max);
-    core::batch<C> largest(-std::numeric_limits<C>::infinity()), s0 = sums.s0, s1 = sums.s1, s2 = sums.s2;
+    core::batch<C> largest(-std::numeric_limits<C>::infinity()), s0 = sums.e0, s1 = sums.e1, s2 = sums.e2;
     for (index_type i = 0; i < length; i += lanes)
-        accumulate(load_logits(p + i, std::min(lanes, length - i)), scale, minus_max, largest, s0, s1, s2);
-    sums.s0 = s0;
-    sums.s1 = s1;
-    sums.s2 = s2;
+        accumulate<tempered>(load_logits(p + i, std::min(lanes, length - i)), scale, minus_max, largest, s0, s1, s2);
+    sums.e0 = s0;
+    sums.e1 = s1;
+    sums.e2 = s2;
     return largest;
 }
 
 // Sums `length` (a multiple of two batches) logits from p into a and from q into b, one batch
 // of each in turn, so the two halves are read from memory at the same time.
-template <class T>
+template <bool tempered, class T>
 void sum_two_halves(half_sums<core::compute_t<T>>& a, const T* p, half_sums<core::compute_t<T>>& b, const T* q,
                     index_type length, const core::batch<core::compute_t<T>>& scale,
                     core::batch<core::compute_t<T>>& largest_a, core::batch<core::compute_t<T>>& largest_b) {
     using C = core::compute_t<T>;
     constexpr index_type step = 2 * core::width<C>;
     const core::batch<C> minus_a(-a.max), minus_b(-b.max);
-    core::batch<C> a0 = a.s0, a1 = a.s1, a2 = a.s2, b0 = b.s0, b1 = b.s1, b2 = b.s2, pa = largest_a, pb = largest_b;
+    core::batch<C> a0 = a.e0, a1 = a.e1, a2 = a.e2, b0 = b.e0, b1 = b.e1, b2 = b.e2, pa = largest_a, pb = largest_b;
     for (index_type i = 0; i < length; i += step) {
         prefetch_step(p + i);
         prefetch_step(q + i);
         core::batch<C> p0, p1, q0, q1;
         load_two(p + i, p0, p1);
         load_two(q + i, q0, q1);
-        accumulate(p0, scale, minus_a, pa, a0, a1, a2);
-        accumulate(q0, scale, minus_b, pb, b0, b1, b2);
-        accumulate(p1, scale, minus_a, pa, a0, a1, a2);
-        accumulate(q1, scale, minus_b, pb, b0, b1, b2);
+        accumulate<tempered>(p0, scale, minus_a, pa, a0, a1, a2);
+        accumulate<tempered>(q0, scale, minus_b, pb, b0, b1, b2);
+        accumulate<tempered>(p1, scale, minus_a, pa, a0, a1, a2);
+        accumulate<tempered>(q1, scale, minus_b, pb, b0, b1, b2);
     }
-    a.s0 = a0;
-    a.s1 = a1;
-    a.s2 = a2;
-    b.s0 = b0;
-    b.s1 = b1;
-    b.s2 = b2;
+    a.e0 = a0;
+    a.e1 = a1;
+    a.e2 = a2;
+    b.e0 = b0;
+    b.e1 = b1;
+    b.e2 = b2;
     largest_a = pa;
     largest_b = pb;
 }
 
 // Before a half's first chunk: M = that chunk's maximum (false if it is all −inf: nothing to sum yet).
 template <class T>
-bool start_half(half_sums<core::compute_t<T>>& sums, const T* p, index_type length,
-                core::compute_t<T> inverse_temperature) {
+bool start_half(half_sums<core::compute_t<T>>& sums, const T* p, index_type length) {
     using C = core::compute_t<T>;
     constexpr index_type lanes = core::width<C>;
     if (sums.started) return true;
@@ -155,32 +176,33 @@ bool start_half(half_sums<core::compute_t<T>>& sums, const T* p, index_type leng
         largest = core::maximum(largest, load_logits(p + i, std::min(lanes, length - i)));
     const C m = core::horizontal_max(largest);
     if (m == -std::numeric_limits<C>::infinity()) return false;
-    sums.max = m * inverse_temperature;  // max(z·s) = s·max(z) for s > 0
+    sums.max = m;
     sums.started = true;
     return true;
 }
 
 // After a chunk summed against the old M: move to its maximum, or (beyond rescale_limit) sum it
-// again from `before`, against its own maximum.
-template <class T>
+// again from `before`, against its own maximum; then close the chunk.
+template <bool tempered, class T>
 void settle_chunk(half_sums<core::compute_t<T>>& sums, const half_sums<core::compute_t<T>>& before,
                   const core::batch<core::compute_t<T>>& largest, const T* p, index_type length,
                   core::compute_t<T> inverse_temperature) {
     using C = core::compute_t<T>;
-    const C chunk_max = core::horizontal_max(largest) * inverse_temperature;
-    if (!(chunk_max > sums.max)) return;
-    if (chunk_max > sums.max + rescale_limit<C>) {
-        sums = before;
-        move_to_maximum(sums, chunk_max);
-        sum_chunk(sums, p, length, core::batch<C>(inverse_temperature));
-    } else {
-        move_to_maximum(sums, chunk_max);
+    const C chunk_max = core::horizontal_max(largest);
+    if (chunk_max > sums.max) {
+        if ((chunk_max - sums.max) * inverse_temperature > rescale_limit<C>) {
+            sums = before;
+            move_to_maximum(sums, chunk_max, inverse_temperature);
+            sum_chunk<tempered>(sums, p, length, core::batch<C>(inverse_temperature));
+        } else {
+            move_to_maximum(sums, chunk_max, inverse_temperature);
+        }
     }
+    close_chunk(sums);
 }
 
-template <class T>
-row_statistics<core::compute_t<T>> logits_row_statistics(const T* z, index_type n,
-                                                         core::compute_t<T> inverse_temperature) {
+template <bool tempered, class T>
+row_statistics logits_row_statistics(const T* z, index_type n, core::compute_t<T> inverse_temperature) {
     using C = core::compute_t<T>;
     using core::batch;
     constexpr index_type step = 2 * core::width<C>;
@@ -195,36 +217,43 @@ row_statistics<core::compute_t<T>> logits_row_statistics(const T* z, index_type 
         const index_type length_b = std::clamp<index_type>(second_length - begin, 0, logits_chunk);
         const T* p = z + begin;
         const T* q = second + begin;
-        const bool sum_a = start_half(a, p, length_a, inverse_temperature);
-        const bool sum_b = length_b > 0 && start_half(b, q, length_b, inverse_temperature);
+        const bool sum_a = start_half(a, p, length_a);
+        const bool sum_b = length_b > 0 && start_half(b, q, length_b);
         const half_sums<C> before_a = a, before_b = b;
         batch<C> largest_a(-std::numeric_limits<C>::infinity()), largest_b = largest_a;
         index_type paired = 0;
         if (sum_a && sum_b) {
             paired = std::min(length_a, length_b) / step * step;
-            sum_two_halves(a, p, b, q, paired, scale, largest_a, largest_b);
+            sum_two_halves<tempered>(a, p, b, q, paired, scale, largest_a, largest_b);
         }
         if (sum_a) {
-            largest_a = core::maximum(largest_a, sum_chunk(a, p + paired, length_a - paired, scale));
-            settle_chunk(a, before_a, largest_a, p, length_a, inverse_temperature);
+            largest_a = core::maximum(largest_a, sum_chunk<tempered>(a, p + paired, length_a - paired, scale));
+            settle_chunk<tempered>(a, before_a, largest_a, p, length_a, inverse_temperature);
         }
         if (sum_b) {
-            largest_b = core::maximum(largest_b, sum_chunk(b, q + paired, length_b - paired, scale));
-            settle_chunk(b, before_b, largest_b, q, length_b, inverse_temperature);
+            largest_b = core::maximum(largest_b, sum_chunk<tempered>(b, q + paired, length_b - paired, scale));
+            settle_chunk<tempered>(b, before_b, largest_b, q, length_b, inverse_temperature);
         }
     }
     if (a.started && b.started) {
         const C m = std::max(a.max, b.max);
-        move_to_maximum(a, m);
-        move_to_maximum(b, m);
+        move_to_maximum(a, m, inverse_temperature);
+        move_to_maximum(b, m, inverse_temperature);
         a.s0 += b.s0;
         a.s1 += b.s1;
         a.s2 += b.s2;
     } else if (b.started) {
         a = b;
     }
-    // A row of only −inf: s0 = 0, reported by the caller.
-    return {a.max, core::horizontal_sum(a.s0), core::horizontal_sum(a.s1), core::horizontal_sum(a.s2)};
+    // A row of only −inf: s0 = 0, reported by the caller; a NaN or +inf logit: NaN sums.
+    return {static_cast<double>(a.max), a.s0, a.s1, a.s2};
+}
+
+// logits_row_statistics with the multiply by 1/τ compiled in only where τ ≠ 1.
+template <class T>
+row_statistics row_statistics_of(const T* z, index_type n, core::compute_t<T> inverse_temperature) {
+    return inverse_temperature == 1 ? logits_row_statistics<false>(z, n, inverse_temperature)
+                                    : logits_row_statistics<true>(z, n, inverse_temperature);
 }
 
 template <class T>
@@ -263,17 +292,20 @@ void logits_statistics(matrix_view<const T> logits, vector_view<const index_type
     core::parallel_for(logits.rows, options.threads, [&](index_type begin, index_type end) {
         for (index_type row = begin; row < end; ++row) {
             const T* z = logits.row(row);
-            const auto s = logits_row_statistics(z, logits.cols, inverse_temperature);
-            if (!(s.s0 > 0)) {
+            const row_statistics s = row_statistics_of(z, logits.cols, inverse_temperature);
+            if (s.s0 == 0) {
                 empty_rows[static_cast<std::size_t>(row)] = 1;
                 continue;
             }
-            const C log_s0 = std::log(s.s0);
-            if (!logsumexp.empty()) logsumexp[row] = s.max + log_s0;
-            if (!token_log_probability.empty())
-                token_log_probability[row] = (core::to_compute(z[tokens[row]]) * inverse_temperature - s.max) - log_s0;
-            if (!entropy.empty()) entropy[row] = std::max(log_s0 - s.s1 / s.s0, C(0));
-            if (!sum_probability_squared.empty()) sum_probability_squared[row] = s.s2 / (s.s0 * s.s0);
+            // NaN sums (a NaN or +inf logit) give NaN everywhere below.
+            const double log_s0 = std::log(s.s0);
+            if (!logsumexp.empty()) logsumexp[row] = static_cast<C>(s.max * inverse_temperature + log_s0);
+            if (!token_log_probability.empty()) {
+                const C d = (core::to_compute(z[tokens[row]]) - static_cast<C>(s.max)) * inverse_temperature;
+                token_log_probability[row] = static_cast<C>(d - log_s0);
+            }
+            if (!entropy.empty()) entropy[row] = static_cast<C>(std::max(log_s0 - s.s1 / s.s0, 0.0));
+            if (!sum_probability_squared.empty()) sum_probability_squared[row] = static_cast<C>(s.s2 / (s.s0 * s.s0));
         }
     });
     require_finite_rows(empty_rows, logits.cols);
@@ -303,13 +335,13 @@ void logits_backward(vector_view<const statistic_t<T>> output_gradient, matrix_v
             // π_v = exp(z'_v − M − log s0), with M and log s0 kept apart (see the header comment).
             C shift, log_s0;
             if (logsumexp.empty()) {
-                const auto s = logits_row_statistics(z, n, inverse_temperature);
-                if (!(s.s0 > 0)) {
+                const row_statistics s = row_statistics_of(z, n, inverse_temperature);
+                if (s.s0 == 0) {
                     empty_rows[static_cast<std::size_t>(row)] = 1;
                     continue;
                 }
-                shift = s.max;
-                log_s0 = std::log(s.s0);
+                shift = static_cast<C>(s.max * inverse_temperature);
+                log_s0 = static_cast<C>(std::log(s.s0));
             } else {
                 shift = static_cast<C>(logsumexp[row]);
                 log_s0 = C(0);

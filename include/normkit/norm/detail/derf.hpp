@@ -19,14 +19,24 @@ inline void require_derf_scalars(double alpha, double shift) {
     core::require_finite("shift", shift);
 }
 
+template <bool fast, class C>
+inline core::batch<C> derf_erf(const core::batch<C>& u) {
+    if constexpr (fast)
+        return core::fast_erf(u);
+    else
+        return core::erf(u);
+}
+
 template <class T>
 void derf_forward(matrix_view<const T> x, double alpha, double shift, vector_view<const T> weight,
                   vector_view<const T> bias, matrix_view<T> y, const derf_options& options) {
     require_derf_scalars(alpha, shift);
     using C = core::compute_t<T>;
     const core::batch<C> a(static_cast<C>(alpha)), s(static_cast<C>(shift));
-    pointwise_forward(x, weight, bias, y, options,
-                      [&](const auto& value) { return core::erf(xsimd::fma(value, a, s)); });
+    with_activation_form<T>(options.fast_erf, [&](auto fast) {
+        pointwise_forward(x, weight, bias, y, options,
+                          [&](const auto& value) { return derf_erf<decltype(fast)::value>(xsimd::fma(value, a, s)); });
+    });
 }
 
 template <class T>
@@ -48,40 +58,44 @@ derf_scalar_gradients<statistic_t<T>> derf_backward(matrix_view<const T> dy, mat
     const batch<C> a(static_cast<C>(alpha)), s(static_cast<C>(shift));
     const batch<C> two_over_root_pi(static_cast<C>(1.12837916709551257389615890312154517));
 
-    const S* sums = core::with_flags(
-        [&](auto has_weight, auto has_dx, auto has_weight_gradient, auto has_bias_gradient) {
-            return core::backward_rows<S>(x, dy, partial_width, options.threads,
-                                          [&](index_type row, const T* in, const T* upstream, S* partial) {
-                                              T* out = has_dx ? dx.row(row) : nullptr;
-                                              batch<C> alpha_sum(C(0)), shift_sum(C(0));
-                                              core::for_each_batch<C>(n, [&](index_type i, index_type count) {
-                                                  const auto value = core::load(in + i, count);
-                                                  const auto g = core::load(upstream + i, count);
-                                                  const auto u = xsimd::fma(value, a, s);  // as the forward forms it
-                                                  auto common = g * two_over_root_pi * core::exp(-(u * u));
-                                                  if constexpr (has_weight)
-                                                      common *= core::load(weight.data + i, count);
-                                                  if constexpr (has_dx) core::store(out + i, a * common, count);
-                                                  alpha_sum += common * value;  // lanes past count hold x = dy = 0
-                                                  shift_sum += common;
-                                                  if constexpr (has_weight_gradient) {
-                                                      S* w = partial + weight_offset + i;
-                                                      core::store(w, core::load(w, count) + g * core::erf(u), count);
-                                                  }
-                                                  if constexpr (has_bias_gradient) {
-                                                      S* b = partial + bias_offset + i;
-                                                      core::store(b, core::load(b, count) + g, count);
-                                                  }
-                                              });
-                                              partial[0] += core::horizontal_sum(alpha_sum);
-                                              partial[1] += core::horizontal_sum(shift_sum);
-                                          });
-        },
-        !weight.empty(), !dx.empty(), !weight_gradient.empty(), !bias_gradient.empty());
+    const auto* sums = with_activation_form<T>(options.fast_erf, [&](auto fast) {
+        constexpr bool fast_form = decltype(fast)::value;
+        return core::with_flags(
+            [&](auto has_weight, auto has_dx, auto has_weight_gradient, auto has_bias_gradient) {
+                return core::backward_rows<S>(
+                    x, dy, partial_width, options.threads,
+                    [&](index_type row, const T* in, const T* upstream, S* partial) {
+                        T* out = has_dx ? dx.row(row) : nullptr;
+                        batch<C> alpha_sum(C(0)), shift_sum(C(0));
+                        core::for_each_batch<C>(n, [&](index_type i, index_type count) {
+                            const auto value = core::load(in + i, count);
+                            const auto g = core::load(upstream + i, count);
+                            const auto u = xsimd::fma(value, a, s);  // as the forward forms it
+                            auto common = g * two_over_root_pi * core::exp(-(u * u));
+                            if constexpr (has_weight) common *= core::load(weight.data + i, count);
+                            if constexpr (has_dx) core::store(out + i, a * common, count);
+                            alpha_sum = xsimd::fma(common, value, alpha_sum);  // lanes past count hold x = dy = 0
+                            shift_sum += common;
+                            if constexpr (has_weight_gradient) {
+                                // An explicit fma, as DyT's: no copy of this body contracts it differently.
+                                S* w = partial + weight_offset + i;
+                                core::store(w, xsimd::fma(g, derf_erf<fast_form>(u), core::load(w, count)), count);
+                            }
+                            if constexpr (has_bias_gradient) {
+                                S* b = partial + bias_offset + i;
+                                core::store(b, core::load(b, count) + g, count);
+                            }
+                        });
+                        partial[0] += core::horizontal_sum(alpha_sum);
+                        partial[1] += core::horizontal_sum(shift_sum);
+                    });
+            },
+            !weight.empty(), !dx.empty(), !weight_gradient.empty(), !bias_gradient.empty());
+    });
 
     if (!weight_gradient.empty()) std::copy(sums + weight_offset, sums + weight_offset + n, weight_gradient.data);
     if (!bias_gradient.empty()) std::copy(sums + bias_offset, sums + bias_offset + n, bias_gradient.data);
-    return {sums[0], sums[1]};
+    return {static_cast<S>(sums[0]), static_cast<S>(sums[1])};
 }
 
 }  // namespace normkit::norm::detail

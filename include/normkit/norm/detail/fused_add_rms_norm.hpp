@@ -17,6 +17,7 @@ void fused_add_rms_norm_forward(matrix_view<const T> x, vector_view<const T> wei
                                 matrix_view<T> y, vector_view<statistic_t<T>> saved_rstd,
                                 const rms_norm_options& options) {
     using C = core::compute_t<T>;
+    using W = core::sum_t<T>;
     using core::batch;
     core::require_forward_rows(x, y);
     core::require_like("residual", residual, "input", x);
@@ -25,7 +26,7 @@ void fused_add_rms_norm_forward(matrix_view<const T> x, vector_view<const T> wei
     core::require_eps(options.eps);
     const index_type n = x.cols;
     if (n == 0) return;
-    const C eps = static_cast<C>(options.eps);
+    const W eps = core::eps_in<T>(options.eps);
     const batch<C> one(C(options.offset ? 1 : 0));
     const bool round_normalized = options.casting == rms_norm_casting::llama && !std::is_same_v<T, C>;
 
@@ -37,13 +38,13 @@ void fused_add_rms_norm_forward(matrix_view<const T> x, vector_view<const T> wei
                     T* stream = residual.row(row);
                     T* out = y.row(row);
                     // Σh² of h as stored: the same sums as row_sum_of_squares over the stored row.
-                    const C sum_of_squares = core::accumulate_batches<1, C>(
-                        n, [&](index_type i, index_type count, std::array<batch<C>, 1>& sums) {
+                    const W sum_of_squares = core::accumulate_batches<1, C, W>(
+                        n, [&](index_type i, index_type count, std::array<batch<W>, 1>& sums) {
                             const auto h = core::round_to<T>(core::load(in + i, count) + core::load(stream + i, count));
                             core::store(stream + i, h, count);
-                            sums[0] = xsimd::fma(h, h, sums[0]);
+                            core::add_squares(sums[0], h);
                         })[0];
-                    const C r = C(1) / std::sqrt(sum_of_squares / static_cast<C>(n) + eps);
+                    const C r = core::inverse_rms<C>(sum_of_squares, n, eps);
                     if (!saved_rstd.empty()) saved_rstd[row] = r;
                     const batch<C> scale(r);
                     core::for_each_batch<C>(n, [&](index_type i, index_type count) {
@@ -64,6 +65,7 @@ void fused_add_rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> h
                                  vector_view<const statistic_t<T>> saved_rstd, const rms_norm_options& options) {
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
+    using W = core::sum_t<T>;
     using core::batch;
     core::require_data("residual", h);
     core::require_all_like("residual", h, "output_gradient", dy, "residual_gradient", residual_gradient);
@@ -72,11 +74,10 @@ void fused_add_rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> h
     core::require_parameter("weight_gradient", weight_gradient, h.cols);
     const index_type n = h.cols;
     if (n == 0) return;
-    const C count = static_cast<C>(n);
     const batch<C> one(C(options.offset ? 1 : 0));
     const index_type partial_width = weight_gradient.empty() ? 0 : n;
 
-    const S* sums = core::with_flags(
+    const auto* sums = core::with_flags(
         [&](auto has_weight, auto has_weight_gradient) {
             return core::backward_rows<S>(
                 h, dy, partial_width, options.threads, [&](index_type row, const T* in, const T* upstream, S* partial) {
@@ -87,16 +88,20 @@ void fused_add_rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> h
                         if constexpr (has_weight) g *= core::load(weight.data + i, c) + one;
                         return g;
                     };
-                    const C sum_gh = core::sum_batches<1, C>(n, [&](index_type i, index_type c) {
-                        return std::array<batch<C>, 1>{g_at(i, c) * core::load(in + i, c)};
-                    })[0];
-                    const batch<C> r_b(r), mean_g_hhat(r * sum_gh / count);
+                    const W sum_gh = core::accumulate_batches<1, C, W>(
+                        n, [&](index_type i, index_type c, std::array<batch<W>, 1>& s) {
+                            core::add_wide_product(s[0], g_at(i, c), core::load(in + i, c));
+                        })[0];
+                    const batch<C> r_b(r), mean_g_hhat(static_cast<C>(r * sum_gh / static_cast<W>(n)));
+                    // Explicit fmas, as rms_norm_backward's: dh = r·(g − ĥ·mean(g⊙ĥ)) + d.
                     core::for_each_batch<C>(n, [&](index_type i, index_type c) {
                         const auto hhat = core::load(in + i, c) * r_b;
-                        core::store(stream + i, r_b * (g_at(i, c) - hhat * mean_g_hhat) + core::load(stream + i, c), c);
+                        core::store(
+                            stream + i,
+                            xsimd::fma(r_b, xsimd::fnma(hhat, mean_g_hhat, g_at(i, c)), core::load(stream + i, c)), c);
                         if constexpr (has_weight_gradient)
-                            core::store(partial + i, core::load(partial + i, c) + core::load(upstream + i, c) * hhat,
-                                        c);
+                            core::store(partial + i,
+                                        xsimd::fma(core::load(upstream + i, c), hhat, core::load(partial + i, c)), c);
                     });
                 });
         },

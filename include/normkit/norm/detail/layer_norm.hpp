@@ -24,23 +24,25 @@ struct layer_norm_method {
     };
     static constexpr std::size_t pair_sums = 4;
 
+    using W = core::sum_t<T>;
     const P* gamma;
     const P* beta;
-    C eps;
+    W eps;
     index_type n;
     vector_view<statistic_t<T>> saved_mean, saved_rstd;
 
-    affine affine_of(index_type row, const core::centered_moments<C>& m) const {
-        const C r = C(1) / std::sqrt(m.variance + eps);
-        if (!saved_mean.empty()) saved_mean[row] = m.mean;
+    // r and μ in W from the moments in W, each rounded once.
+    affine affine_of(index_type row, const core::centered_moments<C, W>& m) const {
+        const C r = static_cast<C>(W(1) / std::sqrt(m.variance + eps));
+        if (!saved_mean.empty()) saved_mean[row] = static_cast<statistic_t<T>>(m.mean);
         if (!saved_rstd.empty()) saved_rstd[row] = r;
-        return affine{core::batch<C>(m.center), core::batch<C>(m.shift), core::batch<C>(r)};
+        return affine{core::batch<C>(m.center), core::batch<C>(static_cast<C>(m.shift)), core::batch<C>(r)};
     }
     affine row(index_type row, const T* in) const { return affine_of(row, core::row_moments(in, n)); }
     auto pair_step(const T* first, const T* second) const { return core::two_rows_centered_step(first, second); }
     // A row whose first element is far from its mean takes its second sweep here, from the cache.
     std::array<affine, 2> pair(index_type row, index_type other, const T* in, const T* other_in,
-                               const std::array<C, 4>& sums) const {
+                               const std::array<W, 4>& sums) const {
         const auto m = core::two_rows_moments_after_first_sweep(in, other_in, n, sums);
         return {affine_of(row, m[0]), affine_of(other, m[1])};
     }
@@ -110,7 +112,7 @@ void layer_norm_forward(matrix_view<const T> x, vector_view<const T> weight, vec
                     return bias.data;
             }();
             const layer_norm_method<T, decltype(has_weight)::value, decltype(has_bias)::value, P> method{
-                gamma, beta, static_cast<C>(options.eps), n, saved_mean, saved_rstd};
+                gamma, beta, core::eps_in<T>(options.eps), n, saved_mean, saved_rstd};
             core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
                 core::normalize_rows(x, y, begin, end, from_memory, method);
             });
@@ -125,6 +127,7 @@ void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector
                          vector_view<const statistic_t<T>> saved_rstd, const layer_norm_options& options) {
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
+    using W = core::sum_t<T>;
     using core::batch;
     core::require_backward_rows(dy, x, dx);
     core::require_saved("layer_norm_backward", "rstd", saved_rstd, x.rows);
@@ -133,11 +136,11 @@ void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector
     core::require_parameter("weight_gradient", weight_gradient, x.cols);
     core::require_parameter("bias_gradient", bias_gradient, x.cols);
     const index_type n = x.cols;
-    const C count = static_cast<C>(n);
+    const W count = static_cast<W>(n);
     const bool want_weight_gradient = !weight_gradient.empty(), want_bias_gradient = !bias_gradient.empty();
     // Partials hold dγ in [0, n) and dβ in [n, 2n).
     const index_type partial_width = (want_weight_gradient || want_bias_gradient) ? 2 * n : 0;
-    const S* sums = core::with_flags(
+    const auto* sums = core::with_flags(
         [&](auto has_weight, auto has_dx, auto has_parameter_gradients) {
             return core::backward_rows<S>(
                 x, dy, partial_width, options.threads, [&](index_type row, const T* in, const T* upstream, S* partial) {
@@ -148,27 +151,31 @@ void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector
                         if constexpr (has_weight) g *= core::load(weight.data + i, c);
                         return g;
                     };
-                    // Σg, Σg·d, Σd with d = x − μ_saved (zero-filled tails keep g = 0 there).
-                    const auto sums_of_row = core::sum_batches<3, C>(n, [&](index_type i, index_type c) {
-                        const auto d = core::keep_lanes(core::load(in + i, c) - mean, c);
-                        const auto g = g_at(i, c);
-                        return std::array<batch<C>, 3>{g, g * d, d};
-                    });
+                    // Σg, Σg·d, Σd in W, d = x − μ_saved (zero-filled tails keep g = 0 there).
+                    const auto sums_of_row = core::accumulate_batches<3, C, W>(
+                        n, [&](index_type i, index_type c, std::array<batch<W>, 3>& s) {
+                            const auto d = core::keep_lanes(core::load(in + i, c) - mean, c);
+                            const auto g = g_at(i, c);
+                            core::add_wide(s[0], g);
+                            core::add_wide_product(s[1], g, d);
+                            core::add_wide(s[2], d);
+                        });
                     // δ = mean(d) repairs the rounding of the saved mean; mean(g⊙x̂) = r·(Σg·d − δ·Σg)/n.
-                    const C shift = sums_of_row[2] / count;
-                    const C mean_g = sums_of_row[0] / count;
-                    const C mean_g_xhat = r * (sums_of_row[1] - shift * sums_of_row[0]) / count;
-                    const batch<C> shift_b(shift), r_b(r), mean_g_b(mean_g), mean_g_xhat_b(mean_g_xhat);
+                    const W shift = sums_of_row[2] / count;
+                    const batch<C> shift_b(static_cast<C>(shift)), r_b(r);
+                    const batch<C> mean_g_b(static_cast<C>(sums_of_row[0] / count));
+                    const batch<C> mean_g_xhat_b(static_cast<C>(r * (sums_of_row[1] - shift * sums_of_row[0]) / count));
                     T* out = has_dx ? dx.row(row) : nullptr;
+                    // Explicit fmas: no copy of this body contracts them differently. g = γ·dy
+                    // enters only the fma's addend, where no compiler can fuse its product, and
+                    // mean(g) is subtracted last: at n = 1, x̂ = 0 and g − mean(g) = 0 exactly.
                     core::for_each_batch<C>(n, [&](index_type i, index_type c) {
                         const auto xhat = ((core::load(in + i, c) - mean) - shift_b) * r_b;
-                        if constexpr (has_dx) {
-                            const auto g = g_at(i, c);
-                            core::store(out + i, r_b * ((g - mean_g_b) - xhat * mean_g_xhat_b), c);
-                        }
+                        if constexpr (has_dx)
+                            core::store(out + i, r_b * (xsimd::fnma(xhat, mean_g_xhat_b, g_at(i, c)) - mean_g_b), c);
                         if constexpr (has_parameter_gradients) {
                             const auto upstream_b = core::load(upstream + i, c);
-                            core::store(partial + i, core::load(partial + i, c) + upstream_b * xhat, c);
+                            core::store(partial + i, xsimd::fma(upstream_b, xhat, core::load(partial + i, c)), c);
                             core::store(partial + n + i, core::load(partial + n + i, c) + upstream_b, c);
                         }
                     });

@@ -68,7 +68,7 @@ statistic_t<T> logit_norm_loss(matrix_view<const T> logits, vector_view<const in
             for (index_type row = begin; row < end; ++row) {
                 const T* in = logits.row(row);
                 const index_type label = labels[row];
-                const C norm = std::sqrt(core::row_sum_of_squares(in, n));
+                const C norm = static_cast<C>(std::sqrt(core::row_sum_of_squares(in, n)));
                 const C shifted_norm = norm + delta;
                 const C scale = C(1) / (temperature * shifted_norm);
                 // z − max z = (f − max f)·scale: exact for equal logits, whatever the compiler contracts.
@@ -122,7 +122,7 @@ void selective_classification_score(matrix_view<const T> logits, vector_view<sta
                 scores[row] = 0;
                 continue;
             }
-            const C mean = core::row_moments(in, n).mean;
+            const C mean = static_cast<C>(core::row_moments(in, n).mean);
             const auto [largest, smallest] = row_extremes(in, n);
             const C top = largest - mean, magnitude = std::max(largest - mean, mean - smallest);
             if (!(magnitude > 0) || !(top > 0)) {

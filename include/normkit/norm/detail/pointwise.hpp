@@ -11,6 +11,9 @@
 #include "../../core/stream.hpp"
 #include "../../core/view.hpp"
 
+#include <type_traits>
+#include <utility>
+
 namespace normkit::norm::detail {
 
 template <class T>
@@ -30,6 +33,17 @@ void require_pointwise_backward(const matrix_view<const T>& dy, const matrix_vie
     core::require_parameter("weight", weight, x.cols);
     core::require_parameter("weight_gradient", weight_gradient, x.cols);
     core::require_parameter("bias_gradient", bias_gradient, x.cols);
+}
+
+// Calls f(std::bool_constant<fast>) with the form of tanh or erf the rows take: float rows the
+// one asked for (fast: Eigen's rational; else xsimd's), 16-bit rows always the rational (its
+// error is under a hundredth of their rounding), double rows xsimd's (one form).
+template <class T, class F>
+decltype(auto) with_activation_form(bool fast, F&& f) {
+    if constexpr (std::is_same_v<T, float>)
+        return core::with_flags(std::forward<F>(f), fast);
+    else
+        return f(std::bool_constant<!std::is_same_v<T, double>>{});
 }
 
 // y = γ⊙f(x) + β row by row, f a function of one compute batch. γ and β

@@ -32,25 +32,24 @@ void require_query_key_like(const matrix_view<const T>& q, const matrix_view<con
 template <class T>
 void qk_l2_norm_forward(matrix_view<const T> q, matrix_view<const T> k, double gain, matrix_view<T> q_out,
                         matrix_view<T> k_out, const l2_norm_options& options) {
-    using C = core::compute_t<T>;
     require_query_key_like(q, k, "query_output", q_out, "key_output", k_out);
     core::require(q.cols == k.cols, "query has head_dim ", q.cols, " but key has head_dim ", k.cols);
     core::require_eps(options.eps);
     core::require_finite("gain", gain);
     if (q.cols == 0) return;
-    const C eps = static_cast<C>(options.eps);
+    const auto eps = core::eps_in<T>(options.eps);
     for_query_key_rows(
         q.rows, k.rows, options.threads,
-        [&](index_type begin, index_type end) { l2_norm_rows<T>(q, q_out, static_cast<C>(gain), eps, begin, end); },
-        [&](index_type begin, index_type end) { l2_norm_rows<T>(k, k_out, C(1), eps, begin, end); });
+        [&](index_type begin, index_type end) { l2_norm_rows<T>(q, q_out, gain, eps, begin, end); },
+        [&](index_type begin, index_type end) { l2_norm_rows<T>(k, k_out, 1.0, eps, begin, end); });
 }
 
 template <class T>
 statistic_t<T> qk_l2_norm_backward(matrix_view<const T> dq_out, matrix_view<const T> dk_out, matrix_view<const T> q,
                                    matrix_view<const T> k, double gain, matrix_view<T> dq, matrix_view<T> dk,
                                    const l2_norm_options& options) {
-    using C = core::compute_t<T>;
     using S = statistic_t<T>;
+    using W = core::sum_t<T>;
     require_query_key_like(q, k, "query_output_gradient", dq_out, "key_output_gradient", dk_out);
     core::require_optional_like("query_gradient", dq, "query", q);
     core::require_optional_like("key_gradient", dk, "key", k);
@@ -59,16 +58,15 @@ statistic_t<T> qk_l2_norm_backward(matrix_view<const T> dq_out, matrix_view<cons
     core::require_finite("gain", gain);
     const index_type rows = q.rows + k.rows;
     if (q.cols == 0 || rows == 0) return S(0);
-    const C eps = static_cast<C>(options.eps);
+    const W eps = core::eps_in<T>(options.eps);
     // One fixed partition over q's rows then k's: only q's rows add to dg.
-    const S* total = core::reduce_rows<S>(rows, 1, options.threads, [&](index_type begin, index_type end, S* partial) {
+    const W* total = core::reduce_rows<W>(rows, 1, options.threads, [&](index_type begin, index_type end, W* partial) {
         if (begin < q.rows)
-            partial[0] +=
-                l2_norm_backward_rows<T>(dq_out, q, static_cast<C>(gain), eps, dq, begin, std::min(end, q.rows));
+            partial[0] += l2_norm_backward_rows<T>(dq_out, q, gain, eps, dq, begin, std::min(end, q.rows));
         if (end > q.rows)
-            l2_norm_backward_rows<T>(dk_out, k, C(1), eps, dk, std::max(begin, q.rows) - q.rows, end - q.rows);
+            l2_norm_backward_rows<T>(dk_out, k, 1.0, eps, dk, std::max(begin, q.rows) - q.rows, end - q.rows);
     });
-    return total[0];
+    return static_cast<S>(total[0]);
 }
 
 // The width a QK RMSNorm normalizes over: the weight's length (head_dim per

@@ -19,17 +19,18 @@ namespace normkit::norm::detail {
 template <class T, bool has_weight, bool llama, bool from_memory>
 struct rms_norm_method {
     using C = core::compute_t<T>;
+    using W = core::sum_t<T>;
     using affine = core::batch<C>;
     static constexpr std::size_t pair_sums = 2;
 
     const T* weight;
     const C* effective_weight;
     core::batch<C> one;
-    C eps;
+    W eps;
     index_type n;
     vector_view<statistic_t<T>> saved_rstd;
 
-    C rstd_of(C sum_of_squares) const { return C(1) / std::sqrt(sum_of_squares / static_cast<C>(n) + eps); }
+    C rstd_of(W sum_of_squares) const { return core::inverse_rms<C>(sum_of_squares, n, eps); }
     affine row(index_type row, const T* in) const {
         const C r = rstd_of(core::row_sum_of_squares(in, n));
         if (!saved_rstd.empty()) saved_rstd[row] = r;
@@ -37,7 +38,7 @@ struct rms_norm_method {
     }
     auto pair_step(const T* first, const T* second) const { return core::two_rows_squares_step(first, second); }
     std::array<affine, 2> pair(index_type row, index_type other, const T*, const T*,
-                               const std::array<C, 2>& sums) const {
+                               const std::array<W, 2>& sums) const {
         const C r = rstd_of(sums[0]), other_r = rstd_of(sums[1]);
         if (!saved_rstd.empty()) {
             saved_rstd[row] = r;
@@ -88,7 +89,7 @@ void rms_norm_forward(matrix_view<const T> x, vector_view<const T> weight, matri
     core::with_flags(
         [&](auto has_weight, auto llama, auto from_memory) {
             const rms_norm_method<T, decltype(has_weight)::value, decltype(llama)::value, decltype(from_memory)::value>
-                method{weight.data, effective_weight.data(), one, static_cast<C>(options.eps), n, saved_rstd};
+                method{weight.data, effective_weight.data(), one, core::eps_in<T>(options.eps), n, saved_rstd};
             core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
                 core::normalize_rows(x, y, begin, end, from_memory, method);
             });
@@ -102,17 +103,17 @@ void rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_v
                        const rms_norm_options& options) {
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
+    using W = core::sum_t<T>;
     using core::batch;
     core::require_backward_rows(dy, x, dx);
     core::require_saved("rms_norm_backward", "rstd", saved_rstd, x.rows);
     core::require_parameter("weight", weight, x.cols);
     core::require_parameter("weight_gradient", weight_gradient, x.cols);
     const index_type n = x.cols;
-    const C count = static_cast<C>(n);
     const batch<C> one(C(options.offset ? 1 : 0));
     const index_type partial_width = weight_gradient.empty() ? 0 : n;
 
-    const S* sums = core::with_flags(
+    const auto* sums = core::with_flags(
         [&](auto has_weight, auto has_dx, auto has_weight_gradient) {
             return core::backward_rows<S>(
                 x, dy, partial_width, options.threads, [&](index_type row, const T* in, const T* upstream, S* partial) {
@@ -123,25 +124,29 @@ void rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_v
                         return g;
                     };
                     const batch<C> r_b(r);
+                    // dw += dy⊙x̂, one explicit fma (no copy of this body contracts it differently).
+                    const auto add_weight_gradient = [&]([[maybe_unused]] index_type i, [[maybe_unused]] index_type c,
+                                                         [[maybe_unused]] const batch<C>& xhat) {
+                        if constexpr (has_weight_gradient)
+                            core::store(partial + i,
+                                        xsimd::fma(core::load(upstream + i, c), xhat, core::load(partial + i, c)), c);
+                    };
                     if constexpr (has_dx) {
-                        // mean(g⊙x̂) = r·Σg·x/n; the row is in cache for the second sweep.
-                        const C sum_gx = core::sum_batches<1, C>(n, [&](index_type i, index_type c) {
-                            return std::array<batch<C>, 1>{g_at(i, c) * core::load(in + i, c)};
-                        })[0];
-                        const batch<C> mean_g_xhat(r * sum_gx / count);
+                        // mean(g⊙x̂) = r·Σg·x/n, the sum in W; the row is in cache for the second sweep.
+                        const W sum_gx = core::accumulate_batches<1, C, W>(
+                            n, [&](index_type i, index_type c, std::array<batch<W>, 1>& s) {
+                                core::add_wide_product(s[0], g_at(i, c), core::load(in + i, c));
+                            })[0];
+                        const batch<C> mean_g_xhat(static_cast<C>(r * sum_gx / static_cast<W>(n)));
                         T* out = dx.row(row);
                         core::for_each_batch<C>(n, [&](index_type i, index_type c) {
                             const auto xhat = core::load(in + i, c) * r_b;
-                            core::store(out + i, r_b * (g_at(i, c) - xhat * mean_g_xhat), c);
-                            if constexpr (has_weight_gradient)
-                                core::store(partial + i,
-                                            core::load(partial + i, c) + core::load(upstream + i, c) * xhat, c);
+                            core::store(out + i, r_b * xsimd::fnma(xhat, mean_g_xhat, g_at(i, c)), c);
+                            add_weight_gradient(i, c, xhat);
                         });
                     } else if constexpr (has_weight_gradient) {
                         core::for_each_batch<C>(n, [&](index_type i, index_type c) {
-                            const auto xhat = core::load(in + i, c) * r_b;
-                            core::store(partial + i, core::load(partial + i, c) + core::load(upstream + i, c) * xhat,
-                                        c);
+                            add_weight_gradient(i, c, core::load(in + i, c) * r_b);
                         });
                     }
                 });

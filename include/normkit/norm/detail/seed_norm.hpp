@@ -42,21 +42,22 @@ void seed_norm_forward(matrix_view<const T> x, vector_view<const T> alpha, vecto
     const index_type n = x.cols;
     if (n == 0) return;
     const index_type heads = options.heads, d = n / heads;
-    const C eps = static_cast<C>(options.eps);
+    const auto eps = core::eps_in<T>(options.eps);
 
     core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
         for (index_type row = begin; row < end; ++row) {
             const T* in = x.row(row);
             T* out = y.row(row);
-            const C r = C(1) / std::sqrt(core::row_sum_of_squares(in, n) / static_cast<C>(n) + eps);
+            const C r = core::inverse_rms<C>(core::row_sum_of_squares(in, n), n, eps);
             if (!saved_rstd.empty()) saved_rstd[row] = r;
             const batch<C> scale(r);
             for (index_type head = 0; head < heads; ++head) {
                 const index_type first = head * d;
-                const batch<C> seed(std::tanh(core::row_dot(in + first, beta.data + first, d)));
+                const batch<C> seed(static_cast<C>(std::tanh(core::row_dot(in + first, beta.data + first, d))));
                 core::for_each_batch<C>(d, [&](index_type i, index_type count) {
                     const index_type j = first + i;
-                    const auto gain = core::load(alpha.data + j, count) * seed + core::load(gamma.data + j, count);
+                    const auto gain =
+                        xsimd::fma(core::load(alpha.data + j, count), seed, core::load(gamma.data + j, count));
                     core::store(out + j, gain * (core::load(in + j, count) * scale), count);
                 });
             }
@@ -65,26 +66,27 @@ void seed_norm_forward(matrix_view<const T> x, vector_view<const T> alpha, vecto
 }
 
 // The backward's first sweep over one row, per head: σ_h (into seeds), c_h (into couplings) and
-// Σ dy⊙α⊙x; returns Σ q⊙x over the row (for mean(q⊙x̂)).
+// Σ dy⊙α⊙x; returns Σ q⊙x over the row (for mean(q⊙x̂)). The sums are in sum_t.
 template <class T>
-core::compute_t<T> seed_norm_row_sums(const T* in, const T* upstream, core::compute_t<T> r, vector_view<const T> alpha,
-                                      vector_view<const T> beta, vector_view<const T> gamma, index_type heads,
-                                      index_type d, core::compute_t<T>* seeds, core::compute_t<T>* couplings) {
+core::sum_t<T> seed_norm_row_sums(const T* in, const T* upstream, core::compute_t<T> r, vector_view<const T> alpha,
+                                  vector_view<const T> beta, vector_view<const T> gamma, index_type heads, index_type d,
+                                  core::compute_t<T>* seeds, core::compute_t<T>* couplings) {
     using C = core::compute_t<T>;
+    using W = core::sum_t<T>;
     using core::batch;
-    C sum_q_x = 0;
+    W sum_q_x = 0;
     for (index_type head = 0; head < heads; ++head) {
         const index_type first = head * d;
-        const C sigma = std::tanh(core::row_dot(in + first, beta.data + first, d));
+        const C sigma = static_cast<C>(std::tanh(core::row_dot(in + first, beta.data + first, d)));
         const batch<C> sigma_b(sigma);
-        const auto head_sums = core::sum_batches<2, C>(d, [&](index_type i, index_type c) {
+        const auto head_sums = core::sum_batches<2, C, W>(d, [&](index_type i, index_type c) {
             const index_type j = first + i;
             const auto a = core::load(alpha.data + j, c);
             const auto g_x = core::load(upstream + j, c) * core::load(in + j, c);  // lanes past c are 0
-            return std::array<batch<C>, 2>{a * g_x, (a * sigma_b + core::load(gamma.data + j, c)) * g_x};
+            return std::array<batch<C>, 2>{a * g_x, xsimd::fma(a, sigma_b, core::load(gamma.data + j, c)) * g_x};
         });
         seeds[head] = sigma;
-        couplings[head] = (C(1) - sigma * sigma) * r * head_sums[0];
+        couplings[head] = static_cast<C>((W(1) - W(sigma) * sigma) * r * head_sums[0]);
         sum_q_x += head_sums[1];
     }
     return sum_q_x;
@@ -114,6 +116,7 @@ void seed_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_
                         const seed_norm_options& options) {
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
+    using W = core::sum_t<T>;
     using core::batch;
     require_seed_norm_backward(dy, x, alpha, beta, gamma, dx, alpha_gradient, beta_gradient, gamma_gradient, saved_rstd,
                                options);
@@ -121,52 +124,49 @@ void seed_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_
     const index_type n = x.cols;
     if (n == 0) return;
     const index_type heads = options.heads, d = n / heads;
-    const C count_n = static_cast<C>(n);
     // Partial layout: [dα (n) | dβ (n) | dγ (n)].
     const index_type partial_width = parameter_gradients ? 3 * n : 0;
 
-    const S* sums = core::with_flags(
+    const auto* sums = core::with_flags(
         [&](auto has_dx, auto has_parameter_gradients) {
-            return core::reduce_rows<S>(
-                x.rows, partial_width, options.threads, [&](index_type begin, index_type end, S* partial) {
+            return core::backward_rows<S>(
+                x, dy, partial_width, options.threads, [&](index_type row, const T* in, const T* upstream, S* partial) {
                     C* seeds = core::workspace<C, seed_norm_scratch_tag>(static_cast<std::size_t>(2 * heads));
                     C* couplings = seeds + heads;
-                    for (index_type row = begin; row < end; ++row) {
-                        const T* in = x.row(row);
-                        const T* upstream = dy.row(row);
-                        T* out = has_dx ? dx.row(row) : nullptr;
-                        const C r = static_cast<C>(saved_rstd[row]);
-                        const C sum_q_x =
-                            seed_norm_row_sums(in, upstream, r, alpha, beta, gamma, heads, d, seeds, couplings);
-                        const batch<C> r_b(r), mean_q_xhat(r * sum_q_x / count_n);
-                        // Sweep 2: dx and the parameter-gradient partials.
-                        for (index_type head = 0; head < heads; ++head) {
-                            const index_type first = head * d;
-                            const batch<C> sigma_b(seeds[head]), coupling_b(couplings[head]);
-                            core::for_each_batch<C>(d, [&](index_type i, index_type c) {
-                                const index_type j = first + i;
-                                const auto value = core::load(in + j, c);
-                                const auto g = core::load(upstream + j, c);
-                                const auto xhat = value * r_b;
-                                const auto q =
-                                    (core::load(alpha.data + j, c) * sigma_b + core::load(gamma.data + j, c)) * g;
-                                if constexpr (has_dx)
-                                    core::store(
-                                        out + j,
-                                        r_b * (q - xhat * mean_q_xhat) + coupling_b * core::load(beta.data + j, c), c);
-                                if constexpr (has_parameter_gradients) {
-                                    const auto g_xhat = g * xhat;
-                                    S* da = partial + j;
-                                    S* db = partial + n + j;
-                                    S* dg = partial + 2 * n + j;
-                                    // Explicit fmas: left to the compiler, the contraction differed
-                                    // between the copies with and without dx (tested).
-                                    core::store(da, xsimd::fma(g_xhat, sigma_b, core::load(da, c)), c);
-                                    core::store(db, xsimd::fma(coupling_b, value, core::load(db, c)), c);
-                                    core::store(dg, core::load(dg, c) + g_xhat, c);
-                                }
-                            });
-                        }
+                    T* out = has_dx ? dx.row(row) : nullptr;
+                    const C r = static_cast<C>(saved_rstd[row]);
+                    const W sum_q_x =
+                        seed_norm_row_sums(in, upstream, r, alpha, beta, gamma, heads, d, seeds, couplings);
+                    const batch<C> r_b(r), mean_q_xhat(static_cast<C>(r * sum_q_x / static_cast<W>(n)));
+                    // Sweep 2: dx and the parameter-gradient partials.
+                    for (index_type head = 0; head < heads; ++head) {
+                        const index_type first = head * d;
+                        const batch<C> sigma_b(seeds[head]), coupling_b(couplings[head]);
+                        core::for_each_batch<C>(d, [&](index_type i, index_type c) {
+                            const index_type j = first + i;
+                            const auto value = core::load(in + j, c);
+                            const auto g = core::load(upstream + j, c);
+                            const auto xhat = value * r_b;
+                            const auto q =
+                                xsimd::fma(core::load(alpha.data + j, c), sigma_b, core::load(gamma.data + j, c)) * g;
+                            // dx = r·(q − x̂·mean(q⊙x̂)) + c_h·β, in explicit fmas.
+                            if constexpr (has_dx)
+                                core::store(out + j,
+                                            xsimd::fma(r_b, xsimd::fnma(xhat, mean_q_xhat, q),
+                                                       coupling_b * core::load(beta.data + j, c)),
+                                            c);
+                            if constexpr (has_parameter_gradients) {
+                                const auto g_xhat = g * xhat;
+                                S* da = partial + j;
+                                S* db = partial + n + j;
+                                S* dg = partial + 2 * n + j;
+                                // Explicit fmas: left to the compiler, the contraction differed
+                                // between the copies with and without dx (tested).
+                                core::store(da, xsimd::fma(g_xhat, sigma_b, core::load(da, c)), c);
+                                core::store(db, xsimd::fma(coupling_b, value, core::load(db, c)), c);
+                                core::store(dg, core::load(dg, c) + g_xhat, c);
+                            }
+                        });
                     }
                 });
         },

@@ -1,0 +1,112 @@
+// The logits kernel's special values and the exactness of its tempered rows:
+// a NaN or +inf logit makes that row's statistics and gradient NaN (as torch's
+// log_softmax does) and leaves the other rows alone; at τ ≠ 1 the row maximum's
+// term is exactly exp(0), so a constant row has H = log V and log π = −log V to
+// the rounding of those values.
+#include "support.hpp"
+
+#include <normkit/credit/logits_statistics.hpp>
+
+#include <limits>
+
+using namespace normkit;
+using namespace normkit::testing;
+
+namespace {
+
+template <class T>
+struct logits_run {
+    std::vector<float> log_probability, entropy, sum_squared, lse;
+    std::vector<T> gradient;
+};
+
+// All four statistics and the backward (from the saved lse and recomputed) of rows × V logits.
+template <class T>
+logits_run<T> run(const std::vector<T>& logits, index_type rows, index_type vocabulary,
+                  const std::vector<index_type>& tokens, double temperature, bool recompute = false) {
+    using S = statistic_t<T>;
+    credit::logits_options options;
+    options.temperature = temperature;
+    std::vector<S> log_probability(rows), entropy(rows), sum_squared(rows), lse(rows), g(rows, S(1));
+    const auto z = view(logits.data(), rows, vocabulary);
+    credit::logits_statistics(z, tokens, log_probability, entropy, sum_squared, lse, options);
+    logits_run<T> out;
+    out.gradient.resize(logits.size());
+    credit::logits_backward(g, z, tokens, view(out.gradient.data(), rows, vocabulary),
+                            recompute ? vector_view<const S>{} : vector_view<const S>(lse), options);
+    for (index_type r = 0; r < rows; ++r) {
+        out.log_probability.push_back(static_cast<float>(log_probability[r]));
+        out.entropy.push_back(static_cast<float>(entropy[r]));
+        out.sum_squared.push_back(static_cast<float>(sum_squared[r]));
+        out.lse.push_back(static_cast<float>(lse[r]));
+    }
+    return out;
+}
+
+template <class T>
+bool is_nan(T value) {
+    return std::isnan(static_cast<double>(core::to_compute(value)));
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("a NaN or +inf logit gives that row NaN statistics and gradient, and no other row",
+                   "[credit][logits][special]", float, double, Eigen::bfloat16) {
+    using T = TestType;
+    for (index_type vocabulary : {index_type(7), index_type(100), index_type(5000)}) {
+        for (bool positive_infinity : {false, true}) {
+            for (double temperature : {1.0, 0.7}) {
+                INFO("V " << vocabulary << " +inf " << positive_infinity << " tau " << temperature);
+                const index_type rows = 3;
+                const auto values = random_values(static_cast<std::size_t>(rows * vocabulary), 77, 0.0, 3.0);
+                auto logits = to_storage<T>(values);
+                const std::vector<index_type> tokens = {1, 2, 3};
+                // Row 1: a special value late in the row (a later chunk when V is long); in the
+                // +inf case the rest of the row is 0, as in the report.
+                const index_type at = vocabulary - 2;
+                if (positive_infinity)
+                    for (index_type v = 0; v < vocabulary; ++v) logits[vocabulary + v] = core::from_compute<T>(0);
+                logits[vocabulary + at] =
+                    core::from_compute<T>(positive_infinity ? std::numeric_limits<core::compute_t<T>>::infinity()
+                                                            : std::numeric_limits<core::compute_t<T>>::quiet_NaN());
+                for (bool recompute : {false, true}) {
+                    const auto clean = run(to_storage<T>(values), rows, vocabulary, tokens, temperature, recompute);
+                    const auto special = run(logits, rows, vocabulary, tokens, temperature, recompute);
+                    CHECK(std::isnan(special.log_probability[1]));
+                    CHECK(std::isnan(special.entropy[1]));
+                    CHECK(std::isnan(special.sum_squared[1]));
+                    CHECK(std::isnan(special.lse[1]));
+                    long finite = 0;
+                    for (index_type v = 0; v < vocabulary; ++v) finite += !is_nan(special.gradient[vocabulary + v]);
+                    CHECK(finite == 0);
+                    for (index_type r : {index_type(0), index_type(2)}) {
+                        CHECK(special.log_probability[r] == clean.log_probability[r]);
+                        CHECK(special.entropy[r] == clean.entropy[r]);
+                        CHECK(special.lse[r] == clean.lse[r]);
+                        CHECK(std::memcmp(special.gradient.data() + r * vocabulary,
+                                          clean.gradient.data() + r * vocabulary, vocabulary * sizeof(T)) == 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEMPLATE_TEST_CASE("a constant row at any temperature has H = log V and log pi = -log V, rounded once",
+                   "[credit][logits][special]", float, Eigen::bfloat16) {
+    using T = TestType;
+    for (double temperature : {1.0, 0.7, 1.3}) {
+        for (index_type vocabulary : {index_type(1000), index_type(152064)}) {
+            INFO("tau " << temperature << " V " << vocabulary);
+            const std::vector<T> logits(static_cast<std::size_t>(vocabulary), core::from_compute<T>(9984.0f));
+            const auto out = run(logits, 1, vocabulary, {5}, temperature);
+            const double log_v = std::log(static_cast<double>(vocabulary));
+            CHECK(out.entropy[0] == static_cast<float>(log_v));
+            CHECK(out.log_probability[0] == static_cast<float>(-log_v));
+            CHECK(out.sum_squared[0] == static_cast<float>(1.0 / static_cast<double>(vocabulary)));
+            const double scaled_max = 9984.0 * static_cast<double>(static_cast<float>(1.0 / temperature));
+            CHECK(std::abs(out.lse[0] - (scaled_max + log_v)) <=
+                  0.5 * (std::nextafter(out.lse[0], INFINITY) - out.lse[0]));
+        }
+    }
+}

@@ -1,0 +1,107 @@
+// Values the row kernels define at the edge of their range: a constant row
+// normalizes to exactly ±1, a huge element is computed (not dropped), a
+// one-element LayerNorm row has dx = 0 exactly, and an ε too small for the
+// compute type is raised to its smallest normal value (never rounded to 0 or
+// left to overflow 1/√ε, which made 0·∞ = NaN of an all-zero row).
+#include "reference/norm.hpp"
+#include "support.hpp"
+
+#include <normkit/norm/fused_add_rms_norm.hpp>
+#include <normkit/norm/l2_norm.hpp>
+#include <normkit/norm/layer_norm.hpp>
+#include <normkit/norm/qk_norm.hpp>
+#include <normkit/norm/rms_norm.hpp>
+
+#include <limits>
+
+using namespace normkit;
+using namespace normkit::testing;
+
+TEST_CASE("a constant row of 1e6 with w = 1 normalizes to exactly 1 at every length", "[norm][special]") {
+    for (index_type n : {index_type(1), index_type(1024), index_type(4096), index_type(16384), index_type(65536)}) {
+        INFO("n " << n);
+        const index_type rows = 2;
+        std::vector<float> x(rows * n, 1e6f), y(rows * n), weight(n, 1.0f), rstd(rows);
+        x[n] = -1e6f;  // the second row starts with −1e6: y = −1 there
+        norm::rms_norm_forward(view(x.data(), rows, n), weight, view(y.data(), rows, n), rstd);
+        CHECK(y[0] == 1.0f);
+        CHECK(y[n] == -1.0f);
+        CHECK(std::count(y.begin(), y.end(), 1.0f) + std::count(y.begin(), y.end(), -1.0f) ==
+              static_cast<long>(y.size()));
+        CHECK(rstd[0] == 1e-6f);
+        // Fused add: h = x + 0 is the same row.
+        std::vector<float> residual(rows * n, 0.0f), fused(rows * n);
+        norm::fused_add_rms_norm_forward(view(x.data(), rows, n), weight, view(residual.data(), rows, n),
+                                         view(fused.data(), rows, n));
+        CHECK(fused == y);
+        // Full-width QK-norm over 4 heads of n/4 (OLMo2) is RMSNorm over the row.
+        if (n % 4 == 0) {
+            std::vector<float> q_out(rows * n), k_out(rows * n);
+            const auto heads = view(x.data(), rows * 4, n / 4);
+            norm::qk_rms_norm_forward(heads, heads, weight, weight, view(q_out.data(), rows * 4, n / 4),
+                                      view(k_out.data(), rows * 4, n / 4), {}, {}, norm::presets::olmo2());
+            CHECK(q_out == y);
+        }
+    }
+}
+
+TEST_CASE("layer_norm computes a row with a 3e38 element, as float64 does", "[norm][layer_norm][special]") {
+    for (index_type n : {index_type(8), index_type(1000)}) {
+        INFO("n " << n);
+        std::vector<double> values = random_values(n, 3, 0.0, 1.0);
+        values[n / 2] = 3e38;
+        const auto x = to_storage<float>(values);
+        const auto exact = stored<float>(values);
+        std::vector<float> y(n), mean(1), rstd(1);
+        norm::layer_norm_forward(view(x.data(), 1, n), {}, {}, view(y.data(), 1, n), mean, rstd);
+        std::vector<double> y_ref, mean_ref, rstd_ref;
+        reference::layer_norm_forward(exact, {1, n}, {}, {}, 1e-5, y_ref, mean_ref, rstd_ref);
+        CHECK(rstd[0] > 0);
+        CHECK(std::abs(rstd[0] - rstd_ref[0]) <= 4 * std::abs(rstd_ref[0]) * 0x1p-24);
+        CHECK(std::abs(mean[0] - mean_ref[0]) <= 4 * std::abs(mean_ref[0]) * 0x1p-24);
+        // x̂ on the scale 1 + |x̂| (the LayerNorm measure of docs/accuracy.md).
+        for (index_type j = 0; j < n; ++j) CHECK(std::abs(y[j] - y_ref[j]) <= 4 * (1 + std::abs(y_ref[j])) * 0x1p-24);
+    }
+}
+
+TEST_CASE("layer_norm of one-element rows has dx exactly 0", "[norm][layer_norm][special]") {
+    const index_type rows = 64;
+    const auto x = to_storage<float>(random_values(rows, 4, 3.0, 100.0)),
+               dy = to_storage<float>(random_values(rows, 5, 0.0, 100.0));
+    const auto weight = to_storage<float>(random_values(1, 6, 1.0, 0.5));
+    std::vector<float> y(rows), mean(rows), rstd(rows), dx(rows, 1.0f), dweight(1), dbias(1);
+    norm::layer_norm_forward(view(x.data(), rows, 1), weight, {}, view(y.data(), rows, 1), mean, rstd);
+    norm::layer_norm_backward(view(dy.data(), rows, 1), view(x.data(), rows, 1), weight, view(dx.data(), rows, 1),
+                              dweight, dbias, mean, rstd);
+    CHECK(std::count(dx.begin(), dx.end(), 0.0f) == rows);
+    CHECK(std::count(y.begin(), y.end(), 0.0f) == rows);
+}
+
+TEMPLATE_TEST_CASE("an eps below the compute type's range is raised to its smallest normal value",
+                   "[norm][special][eps]", float, Eigen::bfloat16, Eigen::half, double) {
+    using T = TestType;
+    const T zero = core::from_compute<T>(0), three = core::from_compute<T>(3);
+    for (double eps : {1e-50, 1e-300}) {
+        INFO("eps " << eps);
+        std::vector<T> zeros(8, zero), threes(8, three), y(8), residual(8, zero);
+        std::vector<T> bias(8, core::from_compute<T>(0.25));
+        norm::rms_norm_options rms;
+        rms.eps = eps;
+        norm::rms_norm_forward(view(zeros.data(), 1, 8), {}, view(y.data(), 1, 8), {}, rms);
+        CHECK(to_double(y) == std::vector<double>(8, 0.0));
+        norm::fused_add_rms_norm_forward(view(zeros.data(), 1, 8), {}, view(residual.data(), 1, 8),
+                                         view(y.data(), 1, 8), {}, rms);
+        CHECK(to_double(y) == std::vector<double>(8, 0.0));
+        norm::qk_rms_norm_forward(view(zeros.data(), 2, 4), view(zeros.data(), 2, 4), {}, {}, view(y.data(), 2, 4),
+                                  view(residual.data(), 2, 4), {}, {}, rms);
+        CHECK(to_double(y) == std::vector<double>(8, 0.0));
+        norm::layer_norm_options layer;
+        layer.eps = eps;
+        norm::layer_norm_forward(view(threes.data(), 1, 8), {}, bias, view(y.data(), 1, 8), {}, {}, layer);
+        CHECK(to_double(y) == std::vector<double>(8, 0.25));
+        norm::l2_norm_options l2;
+        l2.eps = eps;
+        norm::l2_norm_forward(view(zeros.data(), 1, 8), 1.0, view(y.data(), 1, 8), l2);
+        CHECK(to_double(y) == std::vector<double>(8, 0.0));
+    }
+}
