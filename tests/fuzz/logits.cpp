@@ -170,16 +170,20 @@ void check_logits(fuzz::source& in) {
             std::vector<double>(actual.begin() + i * c.vocabulary, actual.begin() + (i + 1) * c.vocabulary);
         // NaN or +inf logits are not a supported input (logits_statistics.hpp): no documented gradient.
         if (row_has(c, i, [](double z) { return std::isnan(z) || z == INFINITY; })) continue;
-        if (g[i] == 0) {
-            for (double value : row) check(value == 0, "logits_backward ", type, ": a g = 0 row gets ", value);
-            continue;
-        }
         double magnitude = 1;
         for (index_type v = 0; v < c.vocabulary; ++v) {
             const double z = c.values[i * c.vocabulary + v];
             if (std::isfinite(z)) magnitude = std::max(magnitude, std::abs(z) / c.temperature);
         }
-        if (magnitude > float_range) continue;
+        if (magnitude > float_range) continue;  // z/τ beyond the compute type: no documented gradient
+        if (g[i] == 0) {
+            for (index_type v = 0; v < c.vocabulary; ++v)
+                check(row[v] == 0, "logits_backward ", type, ": a g = 0 row gets ", row[v], " at ", v, " (logit ",
+                      c.values[i * c.vocabulary + v], ", token ", c.tokens[i], " logit ",
+                      c.values[i * c.vocabulary + c.tokens[i]], ", V ", c.vocabulary, ", tau ", c.temperature,
+                      ", saved lse ", saved, " = ", lse[i], ")");
+            continue;
+        }
         // F6 (tests/fuzz/FINDINGS.md): on the AVX-512 path with τ ≠ 1 the recomputed lse is no more exact
         // than a saved one.
         const bool f6 = c.temperature != 1.0 && fuzz::known("F6");

@@ -117,6 +117,14 @@ struct norm_case {
     std::vector<double> b_ref() const { return l.bias ? bias : std::vector<double>{}; }
 };
 
+// "k: a vs b" at the first entry where two outputs differ (NaN = NaN).
+std::string first_difference(const std::vector<double>& a, const std::vector<double>& b) {
+    for (std::size_t k = 0; k < a.size(); ++k)
+        if (!(a[k] == b[k] || (std::isnan(a[k]) && std::isnan(b[k]))))
+            return std::to_string(k) + ": " + std::to_string(a[k]) + " vs " + std::to_string(b[k]);
+    return "none (NaN bits or signed zero)";
+}
+
 // Runs forward(x, y, threads, stream_above_bytes) out of place and single-threaded, then again
 // with the case's threads, streaming and in-place choices; the two must give the same bits.
 template <class T, class Forward>
@@ -131,13 +139,17 @@ fuzz::matrix<T> run_twice(const norm_case<T>& c, const char* name, Forward&& for
         fuzz::matrix<T> z(l.rows, l.cols, l.padding, l.unaligned);
         z.set(c.x);
         forward(matrix_view<const T>(z.view), z.view, l.threads, stream);
-        check(fuzz::same_bits(z.elements(), y.elements()), name, ": in place (threads ", l.threads, ", streamed ",
-              l.streamed, ") differs from out of place");
+        check(fuzz::same_bits(z.elements(), y.elements()), name, " ", fuzz::type_name<T>(), ": in place (threads ",
+              l.threads, ", streamed ", l.streamed, ") differs from out of place (", l.rows, "x", l.cols, ", padding ",
+              l.padding, ", unaligned ", l.unaligned, ", first difference ", first_difference(z.values(), y.values()),
+              ")");
     } else {
         fuzz::matrix<T> z(l.rows, l.cols, l.padding, l.unaligned);
         forward(matrix_view<const T>(x.view), z.view, l.threads, stream);
-        check(fuzz::same_bits(z.elements(), y.elements()), name, ": threads ", l.threads, " streamed ", l.streamed,
-              " differ from one thread, not streamed");
+        check(fuzz::same_bits(z.elements(), y.elements()), name, " ", fuzz::type_name<T>(), ": threads ", l.threads,
+              " streamed ", l.streamed, " differ from one thread, not streamed (", l.rows, "x", l.cols, ", padding ",
+              l.padding, ", unaligned ", l.unaligned, ", first difference ", first_difference(z.values(), y.values()),
+              ")");
     }
     return y;
 }
