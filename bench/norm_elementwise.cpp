@@ -14,9 +14,10 @@
 // where a bare tanh loop reaches the "about 83 %", so the DyT / Derf
 // "in cache" target is read here), logits 256 × 1000 (ImageNet classes).
 // `bare_tanh` / `bare_erf` are the bare loops y = tanh(αx) / erf(αx + s) over
-// the same elements with normkit's tanh / erf, the ceiling the DyT / Derf
-// target (80 % of memcpy) is read against; `xsimd_tanh` / `xsimd_erf` the same
-// loops with xsimd's functions. Labels end in :f32 or :bf16.
+// the same elements with the fast rational tanh / erf (what 16-bit rows and
+// `normkit_fast_*` use), `xsimd_tanh` / `xsimd_erf` the same loops with xsimd's
+// (what fp32 rows use by default): the ceilings the DyT / Derf target (80 % of
+// memcpy) is read against. Labels end in :f32 or :bf16.
 #include "harness.hpp"
 
 #include <normkit/core/math.hpp>
@@ -123,10 +124,17 @@ void register_pointwise(index_type rows, index_type cols) {
         auto& d = t->get();
         norm::dyt_forward(view(d.x.data(), rows, cols), alpha, d.gamma, d.beta, view(d.y.data(), rows, cols));
     });
+    // The fast form, and its bare loop: what the accurate default costs, in the same run.
+    register_case("dyt_forward", label, "normkit_fast_tanh", forward_bytes, [=] {
+        auto& d = t->get();
+        norm::dyt_options fast;
+        fast.fast_tanh = true;
+        norm::dyt_forward(view(d.x.data(), rows, cols), alpha, d.gamma, d.beta, view(d.y.data(), rows, cols), fast);
+    });
     register_case("dyt_forward", label, "bare_tanh", forward_bytes, [=] {
         auto& d = t->get();
         bare_loop<C>(d.x.data(), d.y.data(), rows * cols,
-                     [a = core::batch<C>(static_cast<C>(alpha))](const auto& x) { return core::tanh(x * a); });
+                     [a = core::batch<C>(static_cast<C>(alpha))](const auto& x) { return core::tanh<true>(x * a); });
     });
     register_case("dyt_forward", label, "xsimd_tanh", forward_bytes, [=] {
         auto& d = t->get();
@@ -144,11 +152,18 @@ void register_pointwise(index_type rows, index_type cols) {
         auto& d = t->get();
         norm::derf_forward(view(d.x.data(), rows, cols), alpha, shift, d.gamma, d.beta, view(d.y.data(), rows, cols));
     });
+    register_case("derf_forward", label, "normkit_fast_erf", forward_bytes, [=] {
+        auto& d = t->get();
+        norm::derf_options fast;
+        fast.fast_erf = true;
+        norm::derf_forward(view(d.x.data(), rows, cols), alpha, shift, d.gamma, d.beta, view(d.y.data(), rows, cols),
+                           fast);
+    });
     register_case("derf_forward", label, "bare_erf", forward_bytes, [=] {
         auto& d = t->get();
         bare_loop<C>(d.x.data(), d.y.data(), rows * cols,
                      [a = core::batch<C>(static_cast<C>(alpha)),
-                      s = core::batch<C>(static_cast<C>(shift))](const auto& x) { return core::erf(x * a + s); });
+                      s = core::batch<C>(static_cast<C>(shift))](const auto& x) { return core::erf<true>(x * a + s); });
     });
     register_case("derf_forward", label, "xsimd_erf", forward_bytes, [=] {
         auto& d = t->get();

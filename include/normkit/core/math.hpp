@@ -112,16 +112,6 @@ inline batch<C> divide_rational(const batch<C>& p, const batch<C>& q) {
 // bound by this cost, take them where their error cannot show (16-bit output)
 // or when asked to. Double lanes are xsimd's in both.
 template <class C>
-[[gnu::flatten]] inline batch<C> tanh(const batch<C>& x) {
-    return xsimd::tanh(x);
-}
-
-template <class C>
-[[gnu::flatten]] inline batch<C> erf(const batch<C>& x) {
-    return xsimd::erf(x);
-}
-
-template <class C>
 [[gnu::flatten]] inline batch<C> fast_tanh(const batch<C>& x) {
     if constexpr (std::is_same_v<C, float>) {
 #ifdef __FMA__
@@ -175,6 +165,23 @@ template <class C>
     } else {
         return xsimd::erf(x);
     }
+}
+
+// tanh<fast> and erf<fast>: the fast forms above, or (the default) xsimd's.
+template <bool fast = false, class C>
+[[gnu::flatten]] inline batch<C> tanh(const batch<C>& x) {
+    if constexpr (fast)
+        return fast_tanh(x);
+    else
+        return xsimd::tanh(x);
+}
+
+template <bool fast = false, class C>
+[[gnu::flatten]] inline batch<C> erf(const batch<C>& x) {
+    if constexpr (fast)
+        return fast_erf(x);
+    else
+        return xsimd::erf(x);
 }
 
 template <class C>

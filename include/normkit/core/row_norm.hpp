@@ -78,6 +78,21 @@ void require_saved(const char* function, const char* name, const vector_view<S>&
     require_per_row(name, saved, rows);
 }
 
+// The checks of a weighted row normalization's backward (RMSNorm, LayerNorm, fused add): the
+// rows, the rstd saved by the forward of `function`, and the weight and its gradient each
+// absent or one per column.
+template <class T, class S>
+void require_weighted_backward(const char* function, const matrix_view<const T>& dy, const matrix_view<const T>& x,
+                               const matrix_view<T>& dx, const vector_view<const T>& weight,
+                               const vector_view<S>& weight_gradient, const vector_view<const S>& saved_rstd) {
+    require_data("input", x);
+    require_like("output_gradient", dy, "input", x);
+    require_optional_like("input_gradient", dx, "input", x);
+    require_saved(function, "rstd", saved_rstd, x.rows);
+    require_parameter("weight", weight, x.cols);
+    require_parameter("weight_gradient", weight_gradient, x.cols);
+}
+
 // r = 1/√(Σx²/n + ε) of the RMS forms (RMSNorm, fused add, QK, SeeDNorm), from Σx² in W = sum_t,
 // formed in W by a true square root and divide, rounded once to C.
 template <class C, class W>

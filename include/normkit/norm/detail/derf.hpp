@@ -19,14 +19,6 @@ inline void require_derf_scalars(double alpha, double shift) {
     core::require_finite("shift", shift);
 }
 
-template <bool fast, class C>
-inline core::batch<C> derf_erf(const core::batch<C>& u) {
-    if constexpr (fast)
-        return core::fast_erf(u);
-    else
-        return core::erf(u);
-}
-
 template <class T>
 void derf_forward(matrix_view<const T> x, double alpha, double shift, vector_view<const T> weight,
                   vector_view<const T> bias, matrix_view<T> y, const derf_options& options) {
@@ -35,7 +27,7 @@ void derf_forward(matrix_view<const T> x, double alpha, double shift, vector_vie
     const core::batch<C> a(static_cast<C>(alpha)), s(static_cast<C>(shift));
     with_activation_form<T>(options.fast_erf, [&](auto fast) {
         pointwise_forward(x, weight, bias, y, options,
-                          [&](const auto& value) { return derf_erf<decltype(fast)::value>(xsimd::fma(value, a, s)); });
+                          [&](const auto& value) { return core::erf<decltype(fast)::value>(xsimd::fma(value, a, s)); });
     });
 }
 
@@ -46,56 +38,19 @@ derf_scalar_gradients<statistic_t<T>> derf_backward(matrix_view<const T> dy, mat
                                                     vector_view<statistic_t<T>> bias_gradient,
                                                     const derf_options& options) {
     using C = core::compute_t<T>;
-    using S = statistic_t<T>;
-    using core::batch;
     require_pointwise_backward(dy, x, weight, dx, weight_gradient, bias_gradient);
     require_derf_scalars(alpha, shift);
-    const index_type n = x.cols;
-    // Partial layout: [dα, ds | dγ (n) | dβ (n)], the optional parts only when asked for.
-    const index_type weight_offset = 2;
-    const index_type bias_offset = weight_offset + (weight_gradient.empty() ? 0 : n);
-    const index_type partial_width = bias_offset + (bias_gradient.empty() ? 0 : n);
-    const batch<C> a(static_cast<C>(alpha)), s(static_cast<C>(shift));
-    const batch<C> two_over_root_pi(static_cast<C>(1.12837916709551257389615890312154517));
-
-    const auto* sums = with_activation_form<T>(options.fast_erf, [&](auto fast) {
-        constexpr bool fast_form = decltype(fast)::value;
-        return core::with_flags(
-            [&](auto has_weight, auto has_dx, auto has_weight_gradient, auto has_bias_gradient) {
-                return core::backward_rows<S>(
-                    x, dy, partial_width, options.threads,
-                    [&](index_type row, const T* in, const T* upstream, S* partial) {
-                        T* out = has_dx ? dx.row(row) : nullptr;
-                        batch<C> alpha_sum(C(0)), shift_sum(C(0));
-                        core::for_each_batch<C>(n, [&](index_type i, index_type count) {
-                            const auto value = core::load(in + i, count);
-                            const auto g = core::load(upstream + i, count);
-                            const auto u = xsimd::fma(value, a, s);  // as the forward forms it
-                            auto common = g * two_over_root_pi * core::exp(-(u * u));
-                            if constexpr (has_weight) common *= core::load(weight.data + i, count);
-                            if constexpr (has_dx) core::store(out + i, a * common, count);
-                            alpha_sum = xsimd::fma(common, value, alpha_sum);  // lanes past count hold x = dy = 0
-                            shift_sum += common;
-                            if constexpr (has_weight_gradient) {
-                                // An explicit fma, as DyT's: no copy of this body contracts it differently.
-                                S* w = partial + weight_offset + i;
-                                core::store(w, xsimd::fma(g, derf_erf<fast_form>(u), core::load(w, count)), count);
-                            }
-                            if constexpr (has_bias_gradient) {
-                                S* b = partial + bias_offset + i;
-                                core::store(b, core::load(b, count) + g, count);
-                            }
-                        });
-                        partial[0] += core::horizontal_sum(alpha_sum);
-                        partial[1] += core::horizontal_sum(shift_sum);
-                    });
-            },
-            !weight.empty(), !dx.empty(), !weight_gradient.empty(), !bias_gradient.empty());
-    });
-
-    if (!weight_gradient.empty()) std::copy(sums + weight_offset, sums + weight_offset + n, weight_gradient.data);
-    if (!bias_gradient.empty()) std::copy(sums + bias_offset, sums + bias_offset + n, bias_gradient.data);
-    return {static_cast<S>(sums[0]), static_cast<S>(sums[1])};
+    const core::batch<C> a(static_cast<C>(alpha)), s(static_cast<C>(shift));
+    const core::batch<C> two_over_root_pi(static_cast<C>(1.12837916709551257389615890312154517));
+    // f = erf(u), f′ = (2/√π)·exp(−u²), u = αx + s as the forward forms it.
+    const auto activation = [&](auto form, const core::batch<C>& value) {
+        const auto u = xsimd::fma(value, a, s);
+        return std::array<core::batch<C>, 2>{core::erf<decltype(form)::value>(u),
+                                             two_over_root_pi * core::exp(-(u * u))};
+    };
+    const auto scalars = pointwise_backward(dy, x, alpha, weight, dx, weight_gradient, bias_gradient, options.fast_erf,
+                                            options.threads, activation);
+    return {scalars[0], scalars[1]};
 }
 
 }  // namespace normkit::norm::detail

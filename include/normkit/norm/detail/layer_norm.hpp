@@ -129,11 +129,8 @@ void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector
     using S = statistic_t<T>;
     using W = core::sum_t<T>;
     using core::batch;
-    core::require_backward_rows(dy, x, dx);
-    core::require_saved("layer_norm_backward", "rstd", saved_rstd, x.rows);
+    core::require_weighted_backward("layer_norm_backward", dy, x, dx, weight, weight_gradient, saved_rstd);
     core::require_saved("layer_norm_backward", "mean", saved_mean, x.rows);
-    core::require_parameter("weight", weight, x.cols);
-    core::require_parameter("weight_gradient", weight_gradient, x.cols);
     core::require_parameter("bias_gradient", bias_gradient, x.cols);
     const index_type n = x.cols;
     const W count = static_cast<W>(n);

@@ -11,6 +11,8 @@
 #include "../../core/stream.hpp"
 #include "../../core/view.hpp"
 
+#include <algorithm>
+#include <array>
 #include <type_traits>
 #include <utility>
 
@@ -85,6 +87,61 @@ void pointwise_forward(matrix_view<const T> x, vector_view<const T> weight, vect
             });
         },
         !weight.empty(), !bias.empty());
+}
+
+// The backward of y = γ⊙f(u) + β, u = αx + s (DyT: f = tanh, s = 0; Derf: f = erf), around
+// activation(form, x) = {f(u), f′(u)} in the activation form with_activation_form chose: with
+// c = dy⊙γ⊙f′(u), dx = α·c, dα = Σ c⊙x, ds = Σ c, dγ = Σ_rows dy⊙f(u), dβ = Σ_rows dy. The
+// partials hold [dα, ds | dγ (n) | dβ (n)], the optional parts only when asked for; dγ and dβ
+// are written, {dα, ds} returned. Explicit fmas: no copy of the body contracts differently.
+template <class T, class Activation>
+std::array<statistic_t<T>, 2> pointwise_backward(matrix_view<const T> dy, matrix_view<const T> x, double alpha,
+                                                 vector_view<const T> weight, matrix_view<T> dx,
+                                                 vector_view<statistic_t<T>> weight_gradient,
+                                                 vector_view<statistic_t<T>> bias_gradient, bool fast, int threads,
+                                                 Activation&& activation) {
+    using C = core::compute_t<T>;
+    using S = statistic_t<T>;
+    using core::batch;
+    const index_type n = x.cols;
+    const index_type weight_offset = 2;
+    const index_type bias_offset = weight_offset + (weight_gradient.empty() ? 0 : n);
+    const index_type partial_width = bias_offset + (bias_gradient.empty() ? 0 : n);
+    const batch<C> a(static_cast<C>(alpha));
+    const auto* sums = with_activation_form<T>(fast, [&](auto form) {
+        return core::with_flags(
+            [&](auto has_weight, auto has_dx, auto has_weight_gradient, auto has_bias_gradient) {
+                return core::backward_rows<S>(
+                    x, dy, partial_width, threads, [&](index_type row, const T* in, const T* upstream, S* partial) {
+                        T* out = has_dx ? dx.row(row) : nullptr;
+                        batch<C> alpha_sum(C(0)), shift_sum(C(0));
+                        core::for_each_batch<C>(n, [&](index_type i, index_type count) {
+                            const auto value = core::load(in + i, count);
+                            const auto g = core::load(upstream + i, count);  // 0 past count: nothing is added
+                            const auto [f, derivative] = activation(form, value);
+                            auto common = g * derivative;
+                            if constexpr (has_weight) common *= core::load(weight.data + i, count);
+                            if constexpr (has_dx) core::store(out + i, a * common, count);
+                            alpha_sum = xsimd::fma(common, value, alpha_sum);
+                            shift_sum += common;
+                            if constexpr (has_weight_gradient) {
+                                S* w = partial + weight_offset + i;
+                                core::store(w, xsimd::fma(g, f, core::load(w, count)), count);
+                            }
+                            if constexpr (has_bias_gradient) {
+                                S* b = partial + bias_offset + i;
+                                core::store(b, core::load(b, count) + g, count);
+                            }
+                        });
+                        partial[0] += core::horizontal_sum(alpha_sum);
+                        partial[1] += core::horizontal_sum(shift_sum);
+                    });
+            },
+            !weight.empty(), !dx.empty(), !weight_gradient.empty(), !bias_gradient.empty());
+    });
+    if (!weight_gradient.empty()) std::copy(sums + weight_offset, sums + weight_offset + n, weight_gradient.data);
+    if (!bias_gradient.empty()) std::copy(sums + bias_offset, sums + bias_offset + n, bias_gradient.data);
+    return {static_cast<S>(sums[0]), static_cast<S>(sums[1])};
 }
 
 }  // namespace normkit::norm::detail

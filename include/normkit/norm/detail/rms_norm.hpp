@@ -105,10 +105,7 @@ void rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_v
     using S = statistic_t<T>;
     using W = core::sum_t<T>;
     using core::batch;
-    core::require_backward_rows(dy, x, dx);
-    core::require_saved("rms_norm_backward", "rstd", saved_rstd, x.rows);
-    core::require_parameter("weight", weight, x.cols);
-    core::require_parameter("weight_gradient", weight_gradient, x.cols);
+    core::require_weighted_backward("rms_norm_backward", dy, x, dx, weight, weight_gradient, saved_rstd);
     const index_type n = x.cols;
     const batch<C> one(C(options.offset ? 1 : 0));
     const index_type partial_width = weight_gradient.empty() ? 0 : n;
