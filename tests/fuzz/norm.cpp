@@ -373,7 +373,14 @@ void l2(const norm_case<T>& c, fuzz::source& in) {
 }
 
 template <class T>
-void pointwise(const norm_case<T>& c, fuzz::source& in, bool erf) {
+void pointwise(const norm_case<T>& given, fuzz::source& in, bool erf) {
+    auto c = given;
+    // F9 (tests/fuzz/FINDINGS.md): xsimd's double tanh and erf call its exp, whose int64 conversion is
+    // undefined for NaN, ±inf and |argument| > 2⁶³·ln 2 (erf takes exp(−u²): |u| > 2.5e9); until the
+    // fix, double DyT / Derf get only inputs below that.
+    if (std::is_same_v<T, double> && fuzz::known("F9"))
+        for (auto& value : c.x)
+            if (!(std::abs(value) < 1e7)) value = 0.5;
     const auto& l = c.l;
     const double alphas[] = {0.5, 1.0, -2.0, 1e-3, 30.0, 0.0};
     const double alpha = in.pick(alphas), shift = erf ? in.uniform(-2, 2) : 0.0;
