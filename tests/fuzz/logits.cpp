@@ -102,7 +102,17 @@ void check_logits(fuzz::source& in) {
         check(threw, "logits_statistics ", type, ": a row of -inf logits does not throw");
         return;
     }
-    if (no_number && threw) return;
+    // F10 (tests/fuzz/FINDINGS.md): a NaN beside finite logits can make the row "have no finite entry".
+    bool has_nan = false;
+    for (double z : c.values) has_nan |= std::isnan(z);
+    if (threw && (no_number || (has_nan && fuzz::known("F10")))) return;
+    if (threw && std::getenv("NORMKIT_FUZZ_VERBOSE"))
+        for (index_type i = 0; i < c.rows; ++i) {
+            std::fprintf(stderr, "row %ld tau %g:", static_cast<long>(i), c.temperature);
+            for (index_type v = 0; v < std::min<index_type>(c.vocabulary, 20); ++v)
+                std::fprintf(stderr, " %g", c.values[i * c.vocabulary + v]);
+            std::fprintf(stderr, "\n");
+        }
     check(!threw, "logits_statistics ", type, ": threw on valid input: ", fuzz::last_error());
     auto bad_tokens = c.tokens;
     bad_tokens[in.integer<std::size_t>(0, n - 1)] = in.flag() ? c.vocabulary : -1;
