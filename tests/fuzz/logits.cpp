@@ -211,8 +211,15 @@ void check_logits(fuzz::source& in) {
         const auto expected =
             reference::logits_gradient(&c.values[i * c.vocabulary], c.vocabulary, c.tokens[i], g[i], c.temperature);
         // A saved float lse carries |lse|·2⁻²⁴ into every π (logits_statistics.hpp); recomputed, float rounding.
+        // F11 (tests/fuzz/FINDINGS.md): without AVX-512 the recomputed-lse gradient at |z/τ| ~ 1e4 is
+        // about 9e-6 relative, not within float rounding.
+#if !defined(__AVX512F__)
+        const double f11 = !saved && magnitude > 1e3 && fuzz::known("F11") ? 4.0 : 1.0;
+#else
+        const double f11 = 1.0;
+#endif
         const double tolerance =
-            (std::is_same_v<T, double> ? 1e-6 : 2e-6) * (saved || f6 ? std::max(1.0, magnitude) : 1.0) * 4;
+            (std::is_same_v<T, double> ? 1e-6 : 2e-6) * (saved || f6 ? std::max(1.0, magnitude) : 1.0) * 4 * f11;
         const double error = fuzz::relative_error(row, expected, std::abs(g[i]) / c.temperature);
         check(error < tolerance, "logits_backward ", type, ": relative error ", error, " > ", tolerance, " (saved lse ",
               saved, ", V ", c.vocabulary, ", tau ", c.temperature, ", magnitude ", magnitude, ")");
