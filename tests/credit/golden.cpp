@@ -62,7 +62,9 @@ TEST_CASE("discount_through against the reference sums, float and double, random
     for (const double gamma : {1.0, 0.97, 0.0}) {
         INFO("gamma " << gamma);
         const auto expected = reference::openrlhf_returns(r, m, rows, cols, gamma);
-        const auto [expected_a, expected_r] = reference::openrlhf_gae(r, V, m, rows, cols, gamma, 0.9);
+        // Named copies, not a structured binding: clang 14 cannot capture one in the lambda below.
+        const auto gae = reference::openrlhf_gae(r, V, m, rows, cols, gamma, 0.9);
+        const auto expected_a = gae.first, expected_r = gae.second;
         const auto run = [&](auto zero) {
             using T = decltype(zero);
             using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;

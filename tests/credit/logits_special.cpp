@@ -110,3 +110,17 @@ TEMPLATE_TEST_CASE("a constant row at any temperature has H = log V and log pi =
         }
     }
 }
+
+TEST_CASE("logits_backward recomputing the row at tau != 1 gives the maximum's pi exactly",
+          "[credit][logits][special]") {
+    // One logit of 20000.1 at tau = 0.7: pi = 1, so the gradient of log pi is exactly 0 (it was 1e-3:
+    // z/tau − max/tau left the rounding of z/tau in the exponent).
+    const std::vector<float> logits = {20000.1f};
+    const std::vector<index_type> tokens = {0};
+    const std::vector<float> g = {1.0f};
+    std::vector<float> gradient(1, 7.0f);
+    credit::logits_options options;
+    options.temperature = 0.7;
+    credit::logits_backward(g, view(logits.data(), 1, 1), tokens, view(gradient.data(), 1, 1), {}, options);
+    CHECK(gradient[0] == 0.0f);
+}

@@ -6,6 +6,8 @@
 #include "reference/norm.hpp"
 #include "support.hpp"
 
+#include <normkit/norm/derf.hpp>
+#include <normkit/norm/dyt.hpp>
 #include <normkit/norm/fused_add_rms_norm.hpp>
 #include <normkit/norm/l2_norm.hpp>
 #include <normkit/norm/layer_norm.hpp>
@@ -104,4 +106,25 @@ TEMPLATE_TEST_CASE("an eps below the compute type's range is raised to its small
         norm::l2_norm_forward(view(zeros.data(), 1, 8), 1.0, view(y.data(), 1, 8), l2);
         CHECK(to_double(y) == std::vector<double>(8, 0.0));
     }
+}
+
+TEST_CASE("double DyT and Derf of NaN, infinities and huge inputs are defined", "[norm][special]") {
+    // xsimd's double tanh and erf reach an undefined double → int64 conversion for these inputs;
+    // core::tanh / erf clamp them (tests/fuzz/FINDINGS.md F9). The sanitize build checks it.
+    const std::vector<double> x = {std::numeric_limits<double>::quiet_NaN(), INFINITY, -INFINITY, 3e9, -3e9, 0.5};
+    std::vector<double> y(x.size());
+    norm::dyt_forward(view(x.data(), 1, 6), 1.0, {}, {}, view(y.data(), 1, 6));
+    CHECK(std::isnan(y[0]));
+    CHECK(y[1] == 1.0);
+    CHECK(y[2] == -1.0);
+    CHECK(y[3] == 1.0);
+    CHECK(y[4] == -1.0);
+    CHECK(std::abs(y[5] - std::tanh(0.5)) < 1e-14);
+    norm::derf_forward(view(x.data(), 1, 6), 1.0, 0.0, {}, {}, view(y.data(), 1, 6));
+    CHECK(std::isnan(y[0]));
+    CHECK(y[1] == 1.0);
+    CHECK(y[2] == -1.0);
+    CHECK(y[3] == 1.0);
+    CHECK(y[4] == -1.0);
+    CHECK(std::abs(y[5] - std::erf(0.5)) < 1e-14);
 }

@@ -167,13 +167,31 @@ template <class C>
     }
 }
 
+namespace detail {
+
+// xsimd's double tanh and erf reach a double → int64 conversion (inside their exp) that is
+// undefined for NaN, ±inf and huge arguments (tests/fuzz/FINDINGS.md F9): the argument is
+// clamped to where the function is already ±1 in double, and NaN is put back.
+template <class C, class F>
+inline batch<C> on_clamped(const batch<C>& x, C limit, F&& f) {
+    if constexpr (std::is_same_v<C, double>) {
+        const auto is_number = x == x;
+        const auto clamped = xsimd::max(batch<C>(-limit), xsimd::min(batch<C>(limit), x));
+        return xsimd::select(is_number, f(xsimd::select(is_number, clamped, batch<C>(C(0)))), x);
+    } else {
+        return f(x);
+    }
+}
+
+}  // namespace detail
+
 // tanh<fast> and erf<fast>: the fast forms above, or (the default) xsimd's.
 template <bool fast = false, class C>
 [[gnu::flatten]] inline batch<C> tanh(const batch<C>& x) {
     if constexpr (fast)
         return fast_tanh(x);
     else
-        return xsimd::tanh(x);
+        return detail::on_clamped(x, C(20), [](const batch<C>& v) { return xsimd::tanh(v); });
 }
 
 template <bool fast = false, class C>
@@ -181,7 +199,7 @@ template <bool fast = false, class C>
     if constexpr (fast)
         return fast_erf(x);
     else
-        return xsimd::erf(x);
+        return detail::on_clamped(x, C(6), [](const batch<C>& v) { return xsimd::erf(v); });
 }
 
 template <class C>

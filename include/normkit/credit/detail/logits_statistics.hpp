@@ -332,28 +332,28 @@ void logits_backward(vector_view<const statistic_t<T>> output_gradient, matrix_v
         for (index_type row = begin; row < end; ++row) {
             const T* z = logits.row(row);
             G* out = logits_gradient.row(row);
-            // π_v = exp(z'_v − M − log s0), with M and log s0 kept apart (see the header comment).
-            C shift, log_s0;
+            // π_v = exp((z_v − a)/τ − c): recomputed, a = M and c = log s0 (M and log s0 kept apart, and
+            // the maximum's exponent −log s0 exactly, as in the forward); from the saved lse, a = 0, c = lse.
+            C a = 0, c = 0;
             if (logsumexp.empty()) {
                 const row_statistics s = row_statistics_of(z, n, inverse_temperature);
                 if (s.s0 == 0) {
                     empty_rows[static_cast<std::size_t>(row)] = 1;
                     continue;
                 }
-                shift = static_cast<C>(s.max * inverse_temperature);
-                log_s0 = static_cast<C>(std::log(s.s0));
+                a = static_cast<C>(s.max);
+                c = static_cast<C>(std::log(s.s0));
             } else {
-                shift = static_cast<C>(logsumexp[row]);
-                log_s0 = C(0);
+                c = static_cast<C>(logsumexp[row]);
             }
             const C g = static_cast<C>(output_gradient[row]) * inverse_temperature;
-            const batch<C> scale(inverse_temperature), center(shift), offset(log_s0), minus_g(-g);
+            const batch<C> scale(inverse_temperature), center(a), offset(c), minus_g(-g);
             core::for_each_batch<C>(n, [&](index_type i, index_type count) {
-                const auto p = core::exp((core::load(z + i, count) * scale - center) - offset);
+                const auto p = core::exp((core::load(z + i, count) - center) * scale - offset);
                 core::store(out + i, minus_g * p, count);
             });
             const index_type y = tokens[row];
-            const C p_y = std::exp((core::to_compute(z[y]) * inverse_temperature - shift) - log_s0);
+            const C p_y = std::exp((core::to_compute(z[y]) - a) * inverse_temperature - c);
             out[y] = core::from_compute<G>(g * (C(1) - p_y));
         }
     });
