@@ -304,6 +304,29 @@ TEST_CASE("view reads Eigen tensors, row-major matrices, blocks and raw buffers"
     CHECK(&strided(2, 1) == raw.data() + 21);
 }
 
+// core::fma and core::fnma round once wherever the target has fused multiply-adds, with every
+// compiler: (1 + 2^-12)^2 − (1 + 2^-11) is 2^-24 fused and 0 when the product is rounded first.
+template <class C>
+void check_fused(C half_ulp_bit) {
+    using batch = core::batch<C>;
+    const batch a(C(1) + half_ulp_bit), rounded_square(C(1) + 2 * half_ulp_bit);
+    const C exact = half_ulp_bit * half_ulp_bit;
+#if defined(__FMA__) || defined(__AVX512F__)
+    CHECK(core::fma(a, a, -rounded_square).get(0) == exact);
+    CHECK(core::fnma(a, a, rounded_square).get(0) == -exact);
+#else
+    const C product = core::fma(a, a, -rounded_square).get(0);
+    CHECK((product == exact || product == C(0)));
+#endif
+    CHECK(core::fma(batch(C(3)), batch(C(5)), batch(C(-7))).get(batch::size - 1) == C(8));
+    CHECK(core::fnma(batch(C(3)), batch(C(5)), batch(C(7))).get(batch::size - 1) == C(-8));
+}
+
+TEST_CASE("core::fma and core::fnma are fused on every compiler where the target fuses", "[core][math]") {
+    check_fused<float>(std::ldexp(1.0f, -12));
+    check_fused<double>(std::ldexp(1.0, -27));
+}
+
 // The float tanh and erf (core/math.hpp), xsimd's and the fast rational forms: a
 // sweep of 2^20 points over [−10, 10], plus the tiny and huge ends, must stay
 // within the ulp each is documented to have, be exactly odd, and saturate at ±1.

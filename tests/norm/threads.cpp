@@ -27,13 +27,16 @@ struct written {
     void add(const test_matrix<float>& m) { arrays.push_back(m.storage); }
 };
 
+// memcmp's arguments must not be null, which an empty vector's data() may be.
+bool same_bytes(const void* a, const void* b, std::size_t bytes) { return bytes == 0 || std::memcmp(a, b, bytes) == 0; }
+
 bool same_bits(const written& a, const written& b) {
     if (a.arrays.size() != b.arrays.size() || a.scalars.size() != b.scalars.size()) return false;
     for (std::size_t k = 0; k < a.arrays.size(); ++k)
         if (a.arrays[k].size() != b.arrays[k].size() ||
-            std::memcmp(a.arrays[k].data(), b.arrays[k].data(), a.arrays[k].size() * sizeof(float)) != 0)
+            !same_bytes(a.arrays[k].data(), b.arrays[k].data(), a.arrays[k].size() * sizeof(float)))
             return false;
-    return std::memcmp(a.scalars.data(), b.scalars.data(), a.scalars.size() * sizeof(double)) == 0;
+    return same_bytes(a.scalars.data(), b.scalars.data(), a.scalars.size() * sizeof(double));
 }
 
 // run(threads) at 1 thread and at every other count: the same bits.

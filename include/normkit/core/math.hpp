@@ -94,7 +94,7 @@ inline batch<C> divide_rational(const batch<C>& p, const batch<C>& q) {
 #if defined(__AVX512F__)
     if constexpr (std::is_same_v<C, float> && batch<C>::size == 16) {
         const batch<C> estimate(_mm512_rcp14_ps(q));
-        return p * (estimate * xsimd::fnma(q, estimate, batch<C>(2.0f)));
+        return p * (estimate * core::fnma(q, estimate, batch<C>(2.0f)));
     }
 #endif
     return p / q;
@@ -122,15 +122,15 @@ template <class C>
         // Constant first: minps/maxps return their second operand when either is NaN, so NaN passes.
         const auto clamped = xsimd::max(-clamp, xsimd::min(clamp, x));
         const auto x2 = clamped * clamped;
-        auto p = xsimd::fma(x2, batch<C>(-2.76076847742355e-16f), batch<C>(2.00018790482477e-13f));
-        p = xsimd::fma(x2, p, batch<C>(-8.60467152213735e-11f));
-        p = xsimd::fma(x2, p, batch<C>(5.12229709037114e-08f));
-        p = xsimd::fma(x2, p, batch<C>(1.48572235717979e-05f));
-        p = xsimd::fma(x2, p, batch<C>(6.37261928875436e-04f));
-        p = xsimd::fma(x2, p, batch<C>(4.89352455891786e-03f));
-        auto q = xsimd::fma(x2, batch<C>(1.19825839466702e-06f), batch<C>(1.18534705686654e-04f));
-        q = xsimd::fma(x2, q, batch<C>(2.26843463243900e-03f));
-        q = xsimd::fma(x2, q, batch<C>(4.89352518554385e-03f));
+        auto p = core::fma(x2, batch<C>(-2.76076847742355e-16f), batch<C>(2.00018790482477e-13f));
+        p = core::fma(x2, p, batch<C>(-8.60467152213735e-11f));
+        p = core::fma(x2, p, batch<C>(5.12229709037114e-08f));
+        p = core::fma(x2, p, batch<C>(1.48572235717979e-05f));
+        p = core::fma(x2, p, batch<C>(6.37261928875436e-04f));
+        p = core::fma(x2, p, batch<C>(4.89352455891786e-03f));
+        auto q = core::fma(x2, batch<C>(1.19825839466702e-06f), batch<C>(1.18534705686654e-04f));
+        q = core::fma(x2, q, batch<C>(2.26843463243900e-03f));
+        q = core::fma(x2, q, batch<C>(4.89352518554385e-03f));
         // Below 0.0004, tanh(x) rounds to x; the rational is one ulp off there. Beyond 9.02 it rounds
         // to ±1, which the rational at the clamp gives only to an ulp, depending on how the compiler
         // fuses its products; in between it must not pass 1.
@@ -149,16 +149,16 @@ template <class C>
     if constexpr (std::is_same_v<C, float>) {
         const auto clamped = xsimd::max(batch<C>(-4.f), xsimd::min(batch<C>(4.f), x));  // NaN passes (see tanh)
         const auto x2 = clamped * clamped;
-        auto p = xsimd::fma(x2, batch<C>(-2.72614225801306e-10f), batch<C>(2.77068142495902e-08f));
-        p = xsimd::fma(x2, p, batch<C>(-2.10102402082508e-06f));
-        p = xsimd::fma(x2, p, batch<C>(-5.69250639462346e-05f));
-        p = xsimd::fma(x2, p, batch<C>(-7.34990630326855e-04f));
-        p = xsimd::fma(x2, p, batch<C>(-2.95459980854025e-03f));
-        p = xsimd::fma(x2, p, batch<C>(-1.60960333262415e-02f));
-        auto q = xsimd::fma(x2, batch<C>(-1.45660718464996e-05f), batch<C>(-2.13374055278905e-04f));
-        q = xsimd::fma(x2, q, batch<C>(-1.68282697438203e-03f));
-        q = xsimd::fma(x2, q, batch<C>(-7.37332916720468e-03f));
-        q = xsimd::fma(x2, q, batch<C>(-1.42647390514189e-02f));
+        auto p = core::fma(x2, batch<C>(-2.72614225801306e-10f), batch<C>(2.77068142495902e-08f));
+        p = core::fma(x2, p, batch<C>(-2.10102402082508e-06f));
+        p = core::fma(x2, p, batch<C>(-5.69250639462346e-05f));
+        p = core::fma(x2, p, batch<C>(-7.34990630326855e-04f));
+        p = core::fma(x2, p, batch<C>(-2.95459980854025e-03f));
+        p = core::fma(x2, p, batch<C>(-1.60960333262415e-02f));
+        auto q = core::fma(x2, batch<C>(-1.45660718464996e-05f), batch<C>(-2.13374055278905e-04f));
+        q = core::fma(x2, q, batch<C>(-1.68282697438203e-03f));
+        q = core::fma(x2, q, batch<C>(-7.37332916720468e-03f));
+        q = core::fma(x2, q, batch<C>(-1.42647390514189e-02f));
         // The rational overshoots 1 by an ulp near the clamp; erf never does.
         const batch<C> one(1.0f);
         return xsimd::max(-one, xsimd::min(one, detail::divide_rational(clamped * p, q)));

@@ -85,7 +85,7 @@ template <class T>
     if constexpr (std::is_same_v<W, C>) {
         const auto d = keep_lanes(load(x + i, count) - batch<C>(center), count);
         sum += d;
-        sum_of_squares = xsimd::fma(d, d, sum_of_squares);
+        sum_of_squares = core::fma(d, d, sum_of_squares);
     } else {
         const auto halves = wide<W>(load(x + i, count));
         for (std::size_t h = 0; h < halves.size(); ++h) {
@@ -93,7 +93,7 @@ template <class T>
                 std::clamp<index_type>(count - static_cast<index_type>(h) * width<W>, 0, width<W>);
             const auto d = keep_lanes(halves[h] - batch<W>(static_cast<W>(center)), in_half);
             sum += d;
-            sum_of_squares = xsimd::fma(d, d, sum_of_squares);
+            sum_of_squares = core::fma(d, d, sum_of_squares);
         }
     }
 }

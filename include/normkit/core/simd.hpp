@@ -36,6 +36,38 @@ using batch_mask = xsimd::batch_bool<C>;
 template <class C>
 inline constexpr index_type width = static_cast<index_type>(batch<C>::size);
 
+// a·b + c and c − a·b, rounded once where the target has fused multiply-adds.
+// xsimd 8.1 has no AVX-512 kernel for them: its generic a*b + c is fused by
+// GCC's contraction and not by clang's, so 512-bit batches call the
+// instructions directly, and both compilers give the same bits. Everything in
+// normkit that relies on one rounding (compensated sums, Newton steps) calls
+// these, never a*b + c.
+template <class C, class A>
+inline xsimd::batch<C, A> fma(const xsimd::batch<C, A>& a, const xsimd::batch<C, A>& b, const xsimd::batch<C, A>& c) {
+#if defined(__AVX512F__)
+    if constexpr (xsimd::batch<C, A>::size * sizeof(C) == 64) {
+        if constexpr (std::is_same_v<C, float>)
+            return _mm512_fmadd_ps(a, b, c);
+        else
+            return _mm512_fmadd_pd(a, b, c);
+    }
+#endif
+    return xsimd::fma(a, b, c);
+}
+
+template <class C, class A>
+inline xsimd::batch<C, A> fnma(const xsimd::batch<C, A>& a, const xsimd::batch<C, A>& b, const xsimd::batch<C, A>& c) {
+#if defined(__AVX512F__)
+    if constexpr (xsimd::batch<C, A>::size * sizeof(C) == 64) {
+        if constexpr (std::is_same_v<C, float>)
+            return _mm512_fnmadd_ps(a, b, c);
+        else
+            return _mm512_fnmadd_pd(a, b, c);
+    }
+#endif
+    return xsimd::fnma(a, b, c);
+}
+
 // Lanes [0, count) set.
 template <class C>
 inline batch_mask<C> lanes_below(index_type count) {
@@ -462,7 +494,7 @@ template <class W, class C>
 template <class W, class C>
 [[gnu::always_inline]] inline void add_wide_product(batch<W>& sum, const batch<C>& v, const batch<C>& w) {
     const auto vs = wide<W>(v), ws = wide<W>(w);
-    for (std::size_t h = 0; h < vs.size(); ++h) sum = xsimd::fma(vs[h], ws[h], sum);
+    for (std::size_t h = 0; h < vs.size(); ++h) sum = core::fma(vs[h], ws[h], sum);
 }
 
 // accumulate_batches for terms that are plain sums: term(offset, count) returns

@@ -83,8 +83,8 @@ template <bool tempered, class C>
     const auto d = core::maximum(core::batch<C>(exp_floor<C>), u);
     const auto e = core::exp_of_difference(d);
     s0 += e;
-    s1 = xsimd::fma(e, d, s1);
-    s2 = xsimd::fma(e, e, s2);
+    s1 = core::fma(e, d, s1);
+    s2 = core::fma(e, e, s2);
 }
 
 // `count` (≤ one batch) logits from p, the lanes beyond count −inf.

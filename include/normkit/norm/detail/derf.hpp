@@ -27,7 +27,7 @@ void derf_forward(matrix_view<const T> x, double alpha, double shift, vector_vie
     const core::batch<C> a(static_cast<C>(alpha)), s(static_cast<C>(shift));
     with_activation_form<T>(options.fast_erf, [&](auto fast) {
         pointwise_forward(x, weight, bias, y, options,
-                          [&](const auto& value) { return core::erf<decltype(fast)::value>(xsimd::fma(value, a, s)); });
+                          [&](const auto& value) { return core::erf<decltype(fast)::value>(core::fma(value, a, s)); });
     });
 }
 
@@ -44,7 +44,7 @@ derf_scalar_gradients<statistic_t<T>> derf_backward(matrix_view<const T> dy, mat
     const core::batch<C> two_over_root_pi(static_cast<C>(1.12837916709551257389615890312154517));
     // f = erf(u), f′ = (2/√π)·exp(−u²), u = αx + s as the forward forms it.
     const auto activation = [&](auto form, const core::batch<C>& value) {
-        const auto u = xsimd::fma(value, a, s);
+        const auto u = core::fma(value, a, s);
         return std::array<core::batch<C>, 2>{core::erf<decltype(form)::value>(u),
                                              two_over_root_pi * core::exp(-(u * u))};
     };

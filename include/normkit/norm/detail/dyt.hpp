@@ -36,7 +36,7 @@ statistic_t<T> dyt_backward(matrix_view<const T> dy, matrix_view<const T> x, dou
     // f = tanh(αx), f′ = 1 − f².
     const auto activation = [&](auto form, const core::batch<C>& value) {
         const auto t = core::tanh<decltype(form)::value>(value * a);
-        return std::array<core::batch<C>, 2>{t, xsimd::fnma(t, t, one)};
+        return std::array<core::batch<C>, 2>{t, core::fnma(t, t, one)};
     };
     return pointwise_backward(dy, x, alpha, weight, dx, weight_gradient, bias_gradient, options.fast_tanh,
                               options.threads, activation)[0];

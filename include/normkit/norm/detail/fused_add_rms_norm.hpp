@@ -98,10 +98,10 @@ void fused_add_rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> h
                         const auto hhat = core::load(in + i, c) * r_b;
                         core::store(
                             stream + i,
-                            xsimd::fma(r_b, xsimd::fnma(hhat, mean_g_hhat, g_at(i, c)), core::load(stream + i, c)), c);
+                            core::fma(r_b, core::fnma(hhat, mean_g_hhat, g_at(i, c)), core::load(stream + i, c)), c);
                         if constexpr (has_weight_gradient)
                             core::store(partial + i,
-                                        xsimd::fma(core::load(upstream + i, c), hhat, core::load(partial + i, c)), c);
+                                        core::fma(core::load(upstream + i, c), hhat, core::load(partial + i, c)), c);
                     });
                 });
         },

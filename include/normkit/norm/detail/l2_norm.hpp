@@ -65,7 +65,7 @@ core::sum_t<T> l2_norm_backward_rows(matrix_view<const T> dy, matrix_view<const 
             const batch<C> projection(static_cast<C>(r * r * sums[1]));
             core::for_each_batch<C>(n, [&](index_type i, index_type count) {
                 core::store(out + i,
-                            scale * xsimd::fnma(core::load(in + i, count), projection, core::load(upstream + i, count)),
+                            scale * core::fnma(core::load(in + i, count), projection, core::load(upstream + i, count)),
                             count);
             });
         }

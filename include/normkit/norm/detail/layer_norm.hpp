@@ -51,7 +51,7 @@ struct layer_norm_method {
         // the compiler contracts it (core::write_row may shift them).
         const auto xhat = ((core::load(in + i, count) - a.center) - a.shift) * a.scale;
         if constexpr (has_weight && has_bias)
-            return xsimd::fma(xhat, core::load(gamma + i, count), core::load(beta + i, count));
+            return core::fma(xhat, core::load(gamma + i, count), core::load(beta + i, count));
         else if constexpr (has_weight)
             return xhat * core::load(gamma + i, count);
         else if constexpr (has_bias)
@@ -169,10 +169,10 @@ void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector
                     core::for_each_batch<C>(n, [&](index_type i, index_type c) {
                         const auto xhat = ((core::load(in + i, c) - mean) - shift_b) * r_b;
                         if constexpr (has_dx)
-                            core::store(out + i, r_b * (xsimd::fnma(xhat, mean_g_xhat_b, g_at(i, c)) - mean_g_b), c);
+                            core::store(out + i, r_b * (core::fnma(xhat, mean_g_xhat_b, g_at(i, c)) - mean_g_b), c);
                         if constexpr (has_parameter_gradients) {
                             const auto upstream_b = core::load(upstream + i, c);
-                            core::store(partial + i, xsimd::fma(upstream_b, xhat, core::load(partial + i, c)), c);
+                            core::store(partial + i, core::fma(upstream_b, xhat, core::load(partial + i, c)), c);
                             core::store(partial + n + i, core::load(partial + n + i, c) + upstream_b, c);
                         }
                     });

@@ -66,7 +66,7 @@ void pointwise_forward(matrix_view<const T> x, vector_view<const T> weight, vect
                     core::prefetch_ahead(in, i);
                     const auto value = function(core::load(in + i, count));
                     if constexpr (has_weight && has_bias)
-                        return xsimd::fma(value, core::load(weight.data + i, count), core::load(bias.data + i, count));
+                        return core::fma(value, core::load(weight.data + i, count), core::load(bias.data + i, count));
                     else if constexpr (has_weight)
                         return value * core::load(weight.data + i, count);
                     else if constexpr (has_bias)
@@ -122,11 +122,11 @@ std::array<statistic_t<T>, 2> pointwise_backward(matrix_view<const T> dy, matrix
                             auto common = g * derivative;
                             if constexpr (has_weight) common *= core::load(weight.data + i, count);
                             if constexpr (has_dx) core::store(out + i, a * common, count);
-                            alpha_sum = xsimd::fma(common, value, alpha_sum);
+                            alpha_sum = core::fma(common, value, alpha_sum);
                             shift_sum += common;
                             if constexpr (has_weight_gradient) {
                                 S* w = partial + weight_offset + i;
-                                core::store(w, xsimd::fma(g, f, core::load(w, count)), count);
+                                core::store(w, core::fma(g, f, core::load(w, count)), count);
                             }
                             if constexpr (has_bias_gradient) {
                                 S* b = partial + bias_offset + i;

@@ -126,7 +126,7 @@ void rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_v
                                                          [[maybe_unused]] const batch<C>& xhat) {
                         if constexpr (has_weight_gradient)
                             core::store(partial + i,
-                                        xsimd::fma(core::load(upstream + i, c), xhat, core::load(partial + i, c)), c);
+                                        core::fma(core::load(upstream + i, c), xhat, core::load(partial + i, c)), c);
                     };
                     if constexpr (has_dx) {
                         // mean(g⊙x̂) = r·Σg·x/n, the sum in W; the row is in cache for the second sweep.
@@ -138,7 +138,7 @@ void rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_v
                         T* out = dx.row(row);
                         core::for_each_batch<C>(n, [&](index_type i, index_type c) {
                             const auto xhat = core::load(in + i, c) * r_b;
-                            core::store(out + i, r_b * xsimd::fnma(xhat, mean_g_xhat, g_at(i, c)), c);
+                            core::store(out + i, r_b * core::fnma(xhat, mean_g_xhat, g_at(i, c)), c);
                             add_weight_gradient(i, c, xhat);
                         });
                     } else if constexpr (has_weight_gradient) {

@@ -57,7 +57,7 @@ void seed_norm_forward(matrix_view<const T> x, vector_view<const T> alpha, vecto
                 core::for_each_batch<C>(d, [&](index_type i, index_type count) {
                     const index_type j = first + i;
                     const auto gain =
-                        xsimd::fma(core::load(alpha.data + j, count), seed, core::load(gamma.data + j, count));
+                        core::fma(core::load(alpha.data + j, count), seed, core::load(gamma.data + j, count));
                     core::store(out + j, gain * (core::load(in + j, count) * scale), count);
                 });
             }
@@ -83,7 +83,7 @@ core::sum_t<T> seed_norm_row_sums(const T* in, const T* upstream, core::compute_
             const index_type j = first + i;
             const auto a = core::load(alpha.data + j, c);
             const auto g_x = core::load(upstream + j, c) * core::load(in + j, c);  // lanes past c are 0
-            return std::array<batch<C>, 2>{a * g_x, xsimd::fma(a, sigma_b, core::load(gamma.data + j, c)) * g_x};
+            return std::array<batch<C>, 2>{a * g_x, core::fma(a, sigma_b, core::load(gamma.data + j, c)) * g_x};
         });
         seeds[head] = sigma;
         couplings[head] = static_cast<C>((W(1) - W(sigma) * sigma) * r * head_sums[0]);
@@ -148,12 +148,12 @@ void seed_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_
                             const auto g = core::load(upstream + j, c);
                             const auto xhat = value * r_b;
                             const auto q =
-                                xsimd::fma(core::load(alpha.data + j, c), sigma_b, core::load(gamma.data + j, c)) * g;
+                                core::fma(core::load(alpha.data + j, c), sigma_b, core::load(gamma.data + j, c)) * g;
                             // dx = r·(q − x̂·mean(q⊙x̂)) + c_h·β, in explicit fmas.
                             if constexpr (has_dx)
                                 core::store(out + j,
-                                            xsimd::fma(r_b, xsimd::fnma(xhat, mean_q_xhat, q),
-                                                       coupling_b * core::load(beta.data + j, c)),
+                                            core::fma(r_b, core::fnma(xhat, mean_q_xhat, q),
+                                                      coupling_b * core::load(beta.data + j, c)),
                                             c);
                             if constexpr (has_parameter_gradients) {
                                 const auto g_xhat = g * xhat;
@@ -162,8 +162,8 @@ void seed_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_
                                 S* dg = partial + 2 * n + j;
                                 // Explicit fmas: left to the compiler, the contraction differed
                                 // between the copies with and without dx (tested).
-                                core::store(da, xsimd::fma(g_xhat, sigma_b, core::load(da, c)), c);
-                                core::store(db, xsimd::fma(coupling_b, value, core::load(db, c)), c);
+                                core::store(da, core::fma(g_xhat, sigma_b, core::load(da, c)), c);
+                                core::store(db, core::fma(coupling_b, value, core::load(db, c)), c);
                                 core::store(dg, core::load(dg, c) + g_xhat, c);
                             }
                         });
