@@ -7,6 +7,7 @@
 #include <normkit/advantage/group_normalize.hpp>
 #include <normkit/advantage/multi_reward.hpp>
 #include <normkit/advantage/returns.hpp>
+#include <normkit/advantage/whiten.hpp>
 
 #include <limits>
 
@@ -118,6 +119,56 @@ TEST_CASE("errors: group_normalize's documented values: NaN excluded, empty batc
     CHECK(skipped[0] == Approx(-1.0 / std::sqrt(2.0)));
 }
 
+// Finding 2 of issue 19: σ = 0 passed the floor σ ≥ ε = 0, and the group divided 0 by 0. A
+// zero-variance group is now left unscaled (r − c = 0) on every path: two-pass double, the blocked
+// float path (≥ 16 contiguous groups), ragged ids, window statistics, and whitening.
+TEST_CASE("errors: std_floor_skip with eps = 0 leaves a zero-variance group unscaled, on every path",
+          "[advantage][errors]") {
+    const index_type groups = 20, size = 4;
+    std::vector<double> rewards;
+    std::vector<std::int64_t> ids;
+    for (index_type g = 0; g < groups; ++g)
+        for (index_type k = 0; k < size; ++k) {
+            rewards.push_back(g % 2 ? 3.0 : static_cast<double>(k));  // odd groups constant
+            ids.push_back((g * 7) % groups);
+        }
+    const std::vector<float> float_rewards(rewards.begin(), rewards.end());
+    const auto check = [&](const auto& out, const char* path) {
+        INFO(path);
+        for (index_type g = 0; g < groups; ++g)
+            for (index_type k = 0; k < size; ++k) {
+                const double value = static_cast<double>(out[static_cast<std::size_t>(g * size + k)]);
+                CHECK(std::isfinite(value));
+                if (g % 2) CHECK(value == 0.0);
+            }
+    };
+    group_normalize_options options = eps_of(0.0, eps_mode::std_floor_skip);
+    std::vector<double> out(rewards.size());
+    std::vector<float> float_out(rewards.size());
+    group_normalize(rewards, contiguous_groups(size), out, options);
+    check(out, "double, contiguous");
+    CHECK(out[0] == Approx(-1.5 / std::sqrt(5.0 / 3.0)));  // a spread group is still divided by σ
+    group_normalize(float_rewards, contiguous_groups(size), float_out, options);
+    check(float_out, "float, contiguous (blocked)");
+    group_normalize(rewards, group_ids(ids), out, options);
+    check(out, "double, ragged ids");
+    group_normalize(float_rewards, group_ids(ids), float_out, options);
+    check(float_out, "float, ragged ids");
+    options.center = center_mode::window_mean;
+    options.scale = scale_mode::window_spread;
+    options.window_fraction = 0.5;
+    group_normalize(rewards, contiguous_groups(size), out, options);
+    check(out, "window_mean / window_spread");
+    // Whitening over an all-constant batch: its variance is 0 and it, too, is skipped.
+    const std::vector<double> constant(rewards.size(), 2.0);
+    group_normalize_options whitened = eps_of(1e-6);
+    whitened.center = center_mode::none;
+    whitened.scale = scale_mode::none;
+    whitened.whiten = {whiten_mode::sample_weighted, 1, 0.0, eps_mode::std_floor_skip};
+    group_normalize(constant, contiguous_groups(size), out, whitened);
+    for (double value : out) CHECK(value == 0.0);
+}
+
 TEST_CASE("errors: the estimators name their arguments", "[advantage][errors]") {
     const std::vector<double> rewards = {1, 2, 3, 4, 5, 6};
     std::vector<double> out(6), short_out(4);
@@ -175,4 +226,103 @@ TEST_CASE("errors: the estimators name their arguments", "[advantage][errors]") 
                   view(advantages.data(), 2, 4));
         },
         "baselines");
+}
+
+// Finding 3 of issue 19: whitening read float intermediates (a tiny eps divides a flat group by
+// √eps ≈ 1e-150, which overflows float), and in double its Σ(A − μ)² overflowed beyond 1e154.
+TEST_CASE("errors: whitening values a tiny eps made huge stays finite, float output as double", "[advantage][errors]") {
+    const std::vector<double> rewards = {0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3};
+    group_normalize_options options;
+    options.center = center_mode::none;
+    options.placement = eps_mode::clamp_variance;
+    options.eps = 1e-300;
+    options.singleton = singleton_policy::zero;
+    options.whiten = {whiten_mode::sample_weighted, 1, 1e-8, eps_mode::inside_sqrt};
+    std::vector<double> wide(12);
+    std::vector<float> narrow(12);
+    group_normalize(rewards, contiguous_groups(3), wide, options);
+    group_normalize(std::vector<float>(rewards.begin(), rewards.end()), contiguous_groups(3), narrow, options);
+    // A = r·1e150, whitened: (r − 1.5)/σ(r) with σ(0 0 0 1 1 1 …) = √(15/11).
+    for (std::size_t i = 0; i < rewards.size(); ++i) {
+        const double expected = (rewards[i] - 1.5) / std::sqrt(15.0 / 11.0);
+        CHECK(wide[i] == Approx(expected).epsilon(1e-12));
+        CHECK(narrow[i] == static_cast<float>(wide[i]));
+    }
+    CHECK(wide[0] == Approx(-1.2845).epsilon(1e-4));
+
+    // The fuzzer's double case (FINDINGS.md F3): a batch center and a zero window spread make one group
+    // (r − μ_B)/1e-300 ≈ 1e300; the whitened batch still has mean 0 and (ddof 1) variance 1.
+    std::vector<double> spread(80);
+    for (std::size_t i = 0; i < spread.size(); ++i) spread[i] = i < 8 ? 5.0 : static_cast<double>(i % 7);
+    group_normalize_options window;
+    window.center = center_mode::batch_mean;
+    window.scale = scale_mode::window_spread;
+    window.eps = 1e-300;
+    window.whiten = {whiten_mode::sample_weighted, 1, 0.01, eps_mode::inside_sqrt};
+    std::vector<double> out(80);
+    group_normalize(spread, contiguous_groups(8), out, window);
+    double sum = 0, squares = 0;
+    for (double value : out) {
+        CHECK(std::isfinite(value));
+        sum += value;
+    }
+    for (double value : out) squares += (value - sum / 80) * (value - sum / 80);
+    CHECK(std::fabs(sum / 80) < 1e-12);
+    CHECK(squares / 79 == Approx(1.0).epsilon(1e-12));
+
+    // masked_whiten over values near the top of double: finite, and equal to whitening the values / 2^960
+    // (about 1e11, where eps = 1e-8 is as negligible as beside 1e300).
+    const std::vector<double> huge = {1e300, -1e300, 3e299, 0.0}, mask(4, 1.0);
+    std::vector<double> whitened(4), reference_values(4), small(4);
+    for (std::size_t i = 0; i < 4; ++i) small[i] = std::ldexp(huge[i], -960);
+    const moments stats = masked_whiten(view(huge.data(), 1, 4), view(mask.data(), 1, 4), view(whitened.data(), 1, 4));
+    masked_whiten(view(small.data(), 1, 4), view(mask.data(), 1, 4), view(reference_values.data(), 1, 4));
+    for (std::size_t i = 0; i < 4; ++i) CHECK(whitened[i] == Approx(reference_values[i]).epsilon(1e-14));
+    CHECK(stats.mean == Approx(0.825e299 / 1.1).epsilon(1e-14));
+    CHECK(std::isinf(stats.m2));  // M2 of x itself is beyond double; it is returned as +inf, not NaN
+}
+
+// REINFORCE++ whitens its returns from double: float returns near 1000 with a spread of 0.01 would
+// otherwise lose |G|/σ·2^-24 ≈ 6e-3 of each whitened value.
+TEST_CASE("errors: reinforce_pp whitens float returns from their double values", "[advantage][errors]") {
+    const index_type rows = 4, cols = 8;
+    std::vector<float> rewards(rows * cols, 0.0f), mask(rows * cols, 1.0f), advantages(rows * cols);
+    std::vector<double> wide_rewards(rows * cols, 0.0), wide_mask(rows * cols, 1.0), expected(rows * cols);
+    for (index_type i = 0; i < rows; ++i) {
+        // The returns before the last token are 1000 + 0.0123·(i + 1) (γ = 1), which float rounds.
+        rewards[i * cols + cols - 1] = 1000.0f;
+        rewards[i * cols + cols - 2] = 0.0123f * static_cast<float>(i + 1);
+        for (index_type t = cols - 2; t < cols; ++t)
+            wide_rewards[i * cols + t] = static_cast<double>(rewards[i * cols + t]);
+    }
+    reinforce_pp(view(rewards.data(), rows, cols), view(mask.data(), rows, cols), view(advantages.data(), rows, cols));
+    reinforce_pp(view(wide_rewards.data(), rows, cols), view(wide_mask.data(), rows, cols),
+                 view(expected.data(), rows, cols));
+    for (std::size_t k = 0; k < advantages.size(); ++k)
+        CHECK(advantages[k] == static_cast<float>(expected[k]));  // one rounding, at the end
+}
+
+// Finding 4 of issue 19: the first thread to fail named its own group ("group 0" at 1 thread, "group 7"
+// at 5); the lowest failing index is reported now, at any thread count.
+TEST_CASE("errors: group_normalize names the lowest bad sample and group at every thread count",
+          "[advantage][errors][threads]") {
+    std::vector<double> singles(11, 1.0), rewards(64, 1.0), out(64);
+    std::vector<double> single_out(11);
+    for (std::size_t i = 13; i < rewards.size(); i += 9) rewards[i] = nan_value;
+    for (int threads : {1, 2, 3, 4, 5, 7}) {
+        INFO("threads " << threads);
+        group_normalize_options lonely;
+        lonely.singleton = singleton_policy::error;
+        lonely.threads = threads;
+        require_error_naming([&] { group_normalize(singles, contiguous_groups(1), single_out, lonely); },
+                             "groups: group 0 has one valid sample");
+        group_normalize_options strict;
+        strict.nan = nan_policy::error;
+        strict.threads = threads;
+        require_error_naming([&] { group_normalize(rewards, contiguous_groups(4), out, strict); },
+                             "rewards[13] is nan");
+        std::vector<std::int64_t> ids(64);
+        for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>((i * 5) % 16);
+        require_error_naming([&] { group_normalize(rewards, group_ids(ids), out, strict); }, "rewards[13] is nan");
+    }
 }

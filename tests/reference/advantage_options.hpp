@@ -10,19 +10,22 @@
 
 namespace normkit::reference {
 
-inline double divisor(double variance, double eps, advantage::eps_mode placement) {
+// D(v) in double, or in long double where whitening's variance is beyond double's range.
+template <class F = double>
+F divisor(F variance, double eps, advantage::eps_mode placement) {
     using advantage::eps_mode;
+    const F epsilon = static_cast<F>(eps);
     switch (placement) {
         case eps_mode::add_to_std:
-            return std::sqrt(variance) + eps;
+            return std::sqrt(variance) + epsilon;
         case eps_mode::inside_sqrt:
-            return std::sqrt(variance + eps);
+            return std::sqrt(variance + epsilon);
         case eps_mode::clamp_variance:
-            return std::sqrt(std::max(variance, eps));
+            return std::sqrt(std::max(variance, epsilon));
         case eps_mode::std_floor_skip:
-            return std::sqrt(variance) >= eps ? std::sqrt(variance) : 1.0;
+            return std::sqrt(variance) >= epsilon && variance > 0 ? std::sqrt(variance) : F(1);
     }
-    return 1.0;
+    return F(1);
 }
 
 inline double variance_or_zero(const std::vector<double>& values, int ddof) {
@@ -147,9 +150,8 @@ inline std::vector<double> group_normalize(const std::vector<double>& rewards, c
             if (ok[i])
                 squares += (o.whiten.mode == whiten_mode::token_weighted ? lengths[i] : 1.0) * (result[i] - mean) *
                            (result[i] - mean);
-        const double variance =
-            weight - o.whiten.ddof > 0 ? static_cast<double>(squares / (weight - o.whiten.ddof)) : 0.0;
-        const double d = divisor(variance, o.whiten.eps, o.whiten.placement);
+        const long double variance = weight - o.whiten.ddof > 0 ? squares / (weight - o.whiten.ddof) : 0.0L;
+        const long double d = divisor(variance, o.whiten.eps, o.whiten.placement);
         for (std::size_t i = 0; i < n; ++i) result[i] = ok[i] ? static_cast<double>((result[i] - mean) / d) : 0.0;
     }
     return result;

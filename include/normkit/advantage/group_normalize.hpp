@@ -15,7 +15,8 @@
 //   none            0
 // eps placement D(v):  add_to_std √v + ε (verl 1e-6, TRL 1e-4, OpenRLHF 1e-9) · inside_sqrt √(v + ε)
 //   (verl masked_whiten 1e-8) · clamp_variance √max(v, ε) (OpenRLHF whitening 1e-8, old verl
-//   grpo_vectorized 1e-6) · std_floor_skip: √v if √v ≥ ε, else 1, i.e. no scaling (NeMo-RL's fix).
+//   grpo_vectorized 1e-6) · std_floor_skip: √v if √v ≥ ε and √v > 0, else 1, i.e. no scaling (NeMo-RL's fix;
+//   ε may be 0, which skips exactly the zero-variance groups).
 //
 // Conventions (defaults are verl's current GRPO: ddof 1, σ + 1e-6, groups of one keep the raw value):
 // - Statistics in double, centred: two passes over each group (mean, then Σ(r − μ)² with the
@@ -54,6 +55,9 @@
 //   the rounding of 100τ), clamped to [1, n].
 // - clip (OpenRLHF's reward clip_range) is applied to the group-normalized value, before whitening:
 //   OpenRLHF clips the baselined scalar and whitens afterwards.
+// - Whitening reads the group-normalized values in double, whatever the output type, and takes its
+//   statistics over x/s when some |x| exceeds 2^500 (core::two_pass_moments_scaled): a tiny eps
+//   divides a flat group by √eps ≈ 1e-150, and neither the float output nor the squares may overflow.
 // - Token-weighted whitening weighs each sample by its token count, which equals verl's
 //   masked_whiten (or OpenRLHF's) over a per-token advantage that is the sample's value on each of
 //   its tokens; verl's masked_mean adds 1e-8 to the token count, a relative 1e-8/N_tokens effect

@@ -9,7 +9,9 @@
 //
 // Conventions:
 // - Statistics in double, centred two-pass (core/moments.hpp), over every marked token of the batch:
-//   a long response weighs by its tokens.
+//   a long response weighs by its tokens. Values beyond 2^500 are taken as x/s, s a power of two
+//   (core::two_pass_moments_scaled), so no sum of squares overflows for any finite input; the
+//   returned moments are those of x (M2 may then be +inf).
 // - Every position is written, masked ones too, as both frameworks do (callers multiply by the mask).
 // - Degenerate: no marked token gives μ = 0 and v = 0; fewer than ddof + 1 marked tokens give v = 0
 //   (verl's masked_var raises there); a constant batch gives 0 under inside_sqrt and clamp_variance.
@@ -44,18 +46,24 @@ moments masked_whiten(matrix_view<const T> x, matrix_view<const T> mask, matrix_
     require_ddof("ddof", options.ddof);
     core::require(options.placement != eps_mode::std_floor_skip, "placement std_floor_skip is not a whitening rule");
     if (options.scale) require_eps("eps", options.eps, options.placement);
-    const moments stats = core::two_pass_moments([&](auto&& sink) {
+    const auto whitened = core::two_pass_moments_scaled([&](auto&& sink) {
         for (index_type i = 0; i < x.rows; ++i)
             for (index_type t = 0; t < x.cols; ++t)
                 if (mask(i, t) != T(0)) sink(static_cast<double>(x(i, t)), 1.0);
     });
-    const double variance = stats.variance(options.ddof);
-    const double scale = options.scale ? 1.0 / divisor(variance, options.eps, options.placement) : 1.0;
-    const double back = options.shift_mean ? 0.0 : stats.mean;
+    // In x/s (s = 1 but for values beyond 2^500): (x − μ)/D(v) = (x/s − μ/s)·(s/D(v)), and without scaling
+    // D = 1, a factor s.
+    const moments& scaled = whitened.scaled;
+    const double s = whitened.scale, inverse = 1.0 / s;
+    const double factor =
+        options.scale ? 1.0 / divisor(scaled.variance(options.ddof), options.eps, options.placement, s) : s;
+    const double mean = scaled.mean * s, back = options.shift_mean ? 0.0 : mean;
     for (index_type i = 0; i < x.rows; ++i)
-        for (index_type t = 0; t < x.cols; ++t)
-            out(i, t) = static_cast<T>((static_cast<double>(x(i, t)) - stats.mean) * scale + back);
-    return stats;
+        for (index_type t = 0; t < x.cols; ++t) {
+            const double centred = static_cast<double>(x(i, t)) * inverse - scaled.mean;
+            out(i, t) = static_cast<T>((centred == 0 ? 0.0 : centred * factor) + back);
+        }
+    return {scaled.count, mean, scaled.m2 * s * s};
 }
 
 }  // namespace detail

@@ -85,6 +85,29 @@ moments two_pass_moments(Visit&& visit) {
     return result;
 }
 
+// The two-pass moments of x/s, where s = 1 unless some |x| (of nonzero weight) is at least 2^500:
+// then Σw·x² could overflow, and s is the power of two 2^⌊log2 max|x|⌋, so that x/s is below 2 in
+// magnitude and exact (but where it underflows, 2^1022 below the largest value). The moments of x itself are the scaled ones with mean·s and M2·s².
+// Whitening takes these (advantage/whiten.hpp), since a tiny eps can make its input huge.
+struct scaled_moments {
+    moments scaled;
+    double scale = 1;
+};
+
+template <class Visit>
+scaled_moments two_pass_moments_scaled(Visit&& visit) {
+    double largest = 0;
+    visit([&](double value, double weight) {
+        if (weight != 0) largest = std::max(largest, std::fabs(value));
+    });
+    scaled_moments result;
+    if (std::isfinite(largest) && largest >= 0x1p500) result.scale = std::ldexp(1.0, std::ilogb(largest));
+    const double inverse = 1.0 / result.scale;
+    result.scaled = two_pass_moments(
+        [&](auto&& sink) { visit([&](double value, double weight) { sink(value * inverse, weight); }); });
+    return result;
+}
+
 }  // namespace core
 
 }  // namespace normkit

@@ -31,8 +31,10 @@
 namespace normkit::advantage::detail {
 
 // The divisor D(v) of the header comment, for a double or a batch of doubles; 1 means "do not scale".
+// With a scale s (whitening's core::two_pass_moments_scaled), D(s²·v)/s: v is then the variance of x/s,
+// and (x − μ)/D = (x/s − μ/s)/(D(s²·v)/s). s = 1 gives D(v) with the same bits.
 template <class V>
-V divisor(V variance, double eps, eps_mode placement) {
+V divisor(V variance, double eps, eps_mode placement, double scale = 1.0) {
     constexpr bool scalar = std::is_same_v<V, double>;
     const auto root = [](V v) {
         if constexpr (scalar)
@@ -46,20 +48,27 @@ V divisor(V variance, double eps, eps_mode placement) {
         else
             return xsimd::select(condition, yes, no);
     };
-    const V epsilon(eps), one(1.0);
+    const V epsilon(eps / scale), epsilon_squared(eps / scale / scale), one(1.0 / scale);
     switch (placement) {
         case eps_mode::add_to_std:
             return root(variance) + epsilon;
         case eps_mode::inside_sqrt:
-            return root(variance + epsilon);
+            return root(variance + epsilon_squared);
         case eps_mode::clamp_variance:
-            return root(pick(variance < epsilon, epsilon, variance));  // max(v, ε)
+            return root(pick(variance < epsilon_squared, epsilon_squared, variance));  // max(v, ε)
         case eps_mode::std_floor_skip: {
+            // σ ≥ ε and σ > 0: at ε = 0 a group of equal rewards is still not scaled (0/0).
             const V deviation = root(variance);
-            return pick(deviation >= epsilon, deviation, one);
+            return pick(deviation >= epsilon && deviation > V(0.0), deviation, one);
         }
     }
     return one;
+}
+
+// (x/s − μ/s)/D(s²·v)/s, the whitened value of x: 0 where x is the mean, even if D underflowed to 0.
+inline double whitened_value(double value, const core::scaled_moments& stats, double denominator) {
+    const double centred = value * (1.0 / stats.scale) - stats.scaled.mean;
+    return centred == 0 ? 0.0 : centred / denominator;
 }
 
 inline void require_eps(const char* name, double eps, eps_mode placement) {
@@ -218,9 +227,12 @@ private:
                           " (center_mode::baseline needs one baseline per sample)");
     }
 
+    // Keeps the lowest index noted, whichever thread notes first: the message names the same sample or
+    // group at every thread count.
     static void note(std::atomic<index_type>& slot, index_type value) {
-        index_type expected = -1;
-        slot.compare_exchange_strong(expected, value);
+        index_type current = slot.load();
+        while ((current < 0 || value < current) && !slot.compare_exchange_weak(current, value)) {
+        }
     }
 
     // Valid and finite; NaN (under nan_policy::error) and ±inf are noted and reported after the parallel part.
@@ -538,14 +550,15 @@ private:
         if (whiten.mode == whiten_mode::none) return;
         const bool by_tokens = whiten.mode == whiten_mode::token_weighted;
         const auto whitens = [&](index_type i) { return is_valid(i) && !excluded_[static_cast<std::size_t>(i)]; };
-        const auto whitened = core::two_pass_moments([&](auto&& sink) {
+        const auto whitened = core::two_pass_moments_scaled([&](auto&& sink) {
             for (index_type i = 0; i < n_; ++i)
                 if (whitens(i)) sink(static_cast<double>(out_[i]), by_tokens ? tokens_[i] : 1.0);
         });
-        const double denominator = divisor(whitened.variance(whiten.ddof), whiten.eps, whiten.placement);
+        const double denominator =
+            divisor(whitened.scaled.variance(whiten.ddof), whiten.eps, whiten.placement, whitened.scale);
         for (index_type i = 0; i < n_; ++i)
-            out_[i] = whitens(i) && whitened.count > 0
-                          ? static_cast<O>((static_cast<double>(out_[i]) - whitened.mean) / denominator)
+            out_[i] = whitens(i) && whitened.scaled.count > 0
+                          ? static_cast<O>(whitened_value(static_cast<double>(out_[i]), whitened, denominator))
                           : O(0);
     }
 
@@ -579,7 +592,7 @@ std::vector<T> adjusted_rewards(const reward_inputs<T>& in, const group_normaliz
 }
 
 template <class T, class O>
-void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group_normalize_options& options) {
+void normalize_adjusted(const reward_inputs<T>& in, vector_view<O> out, const group_normalize_options& options) {
     if (in.sequence_kl.empty() && !std::isfinite(options.reward_clip_min) && !std::isfinite(options.reward_clip_max))
         return normalizer<T, O>(in, out, options).run();
     check_options(options);
@@ -587,6 +600,22 @@ void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group
     reward_inputs<T> adjusted = in;
     adjusted.rewards = vector_view<const T>(rewards.data(), in.rewards.size);
     normalizer<T, O>(adjusted, out, options).run();
+}
+
+// Whitening reads the group-normalized values back: in float they could have rounded or overflowed (a tiny
+// eps divides a flat group by √eps), so below double output they are kept in double and rounded once.
+template <class T, class O>
+void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group_normalize_options& options) {
+    if constexpr (!std::is_same_v<O, double>) {
+        if (options.whiten.mode != whiten_mode::none) {
+            core::require(out.data != nullptr || out.size == 0, "output is null");
+            std::vector<double> wide(static_cast<std::size_t>(std::max<index_type>(out.size, 0)));
+            normalize_adjusted(in, vector_view<double>(wide.data(), out.size), options);
+            for (index_type i = 0; i < out.size; ++i) out[i] = static_cast<O>(wide[static_cast<std::size_t>(i)]);
+            return;
+        }
+    }
+    normalize_adjusted(in, out, options);
 }
 
 }  // namespace normkit::advantage::detail

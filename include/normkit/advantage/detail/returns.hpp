@@ -4,6 +4,7 @@
 #include "../../core/returns.hpp"
 
 #include <cmath>
+#include <vector>
 
 namespace normkit::advantage::detail {
 
@@ -27,33 +28,34 @@ void reinforce_pp(matrix_view<const T> token_rewards, matrix_view<const T> mask,
     require_whiten(options.whiten);
     const index_type rows = token_rewards.rows, cols = token_rewards.cols;
     const auto inside = [&](index_type i, index_type t) { return mask(i, t) != T(0); };
+    const bool whitened = options.whiten.mode != whiten_mode::none;
+    // The returns in double, for the whitening to read before they are rounded to T (a float return
+    // rounded first would lose |G|/σ·2^-24 of each whitened value).
+    std::vector<double> wide(whitened ? static_cast<std::size_t>(rows * cols) : 0);
     for (index_type i = 0; i < rows; ++i)
         core::masked_discounted_sum(
             cols, options.gamma, options.mask_rule, [&](index_type t) { return inside(i, t); },
             [&](index_type t) { return static_cast<double>(token_rewards(i, t)); },
             [&](index_type t, bool valid, double running) {
                 const double stored = core::stored_return(options.mask_rule, valid, running);
-                advantages(i, t) = static_cast<T>(stored);
+                if (whitened)
+                    wide[static_cast<std::size_t>(i * cols + t)] = stored;
+                else
+                    advantages(i, t) = static_cast<T>(valid ? stored : 0.0);
                 if (!returns.empty()) returns(i, t) = static_cast<T>(stored);
             });
-    if (options.whiten.mode == whiten_mode::none) {
+    if (!whitened) return;
+    const auto value = [&](index_type i, index_type t) { return wide[static_cast<std::size_t>(i * cols + t)]; };
+    const auto stats = core::two_pass_moments_scaled([&](auto&& sink) {
         for (index_type i = 0; i < rows; ++i)
             for (index_type t = 0; t < cols; ++t)
-                if (!inside(i, t)) advantages(i, t) = T(0);
-        return;
-    }
-    const auto stats = core::two_pass_moments([&](auto&& sink) {
-        for (index_type i = 0; i < rows; ++i)
-            for (index_type t = 0; t < cols; ++t)
-                if (inside(i, t)) sink(static_cast<double>(advantages(i, t)), 1.0);
+                if (inside(i, t)) sink(value(i, t), 1.0);
     });
     const double denominator =
-        divisor(stats.variance(options.whiten.ddof), options.whiten.eps, options.whiten.placement);
+        divisor(stats.scaled.variance(options.whiten.ddof), options.whiten.eps, options.whiten.placement, stats.scale);
     for (index_type i = 0; i < rows; ++i)
         for (index_type t = 0; t < cols; ++t)
-            advantages(i, t) = inside(i, t)
-                                   ? static_cast<T>((static_cast<double>(advantages(i, t)) - stats.mean) / denominator)
-                                   : T(0);
+            advantages(i, t) = inside(i, t) ? static_cast<T>(whitened_value(value(i, t), stats, denominator)) : T(0);
 }
 
 // ReMax's G_t = Σ_{s≥t} r_s·m_s is the recursion with γ = 1; only the baseline term is masked.
