@@ -66,17 +66,15 @@ inline group_normalize_options verl_grpo(bool norm_adv_by_std_in_grpo = true) {
 
 inline group_normalize_options verl_grpo_vectorized() { return verl_grpo(true); }
 
-inline group_normalize_options verl_rloo() {
+// vectorized: rloo_vectorized, whose groups of one give 0.
+inline group_normalize_options verl_rloo(bool vectorized = false) {
     group_normalize_options options = verl_grpo(false);
     options.center = center_mode::leave_one_out;
+    if (vectorized) options.singleton = singleton_policy::zero;
     return options;
 }
 
-inline group_normalize_options verl_rloo_vectorized() {
-    group_normalize_options options = verl_rloo();
-    options.singleton = singleton_policy::zero;
-    return options;
-}
+inline group_normalize_options verl_rloo_vectorized() { return verl_rloo(true); }
 
 inline group_normalize_options verl_reinforce_pp_baseline() {
     group_normalize_options options = verl_grpo(false);

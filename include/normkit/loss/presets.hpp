@@ -46,14 +46,24 @@
 
 namespace normkit::loss::presets {
 
-inline policy_loss_options verl_actor(bool use_kl_loss = false) {
+namespace detail {
+
+// A preset's surrogate and aggregation, every other option at its default; the presets below set the rest.
+inline policy_loss_options preset_of(surrogate_mode surrogate, aggregation_mode aggregation) {
     policy_loss_options options;
-    options.surrogate.mode = surrogate_mode::ppo_clip;
+    options.surrogate.mode = surrogate;
+    options.aggregation.mode = aggregation;
+    return options;
+}
+
+}  // namespace detail
+
+inline policy_loss_options verl_actor(bool use_kl_loss = false) {
+    policy_loss_options options = detail::preset_of(surrogate_mode::ppo_clip, aggregation_mode::token_mean);
     options.surrogate.dual_clip = 3.0;
     options.use_kl_loss = use_kl_loss;
     options.kl.estimator = kl_estimator::low_var_kl;
     options.kl_coefficient = 0.001;
-    options.aggregation.mode = aggregation_mode::token_mean;
     return options;
 }
 
@@ -102,10 +112,8 @@ inline policy_loss_options trl(trl_loss_type loss_type, std::optional<double> ma
 }
 
 inline policy_loss_options openrlhf_ppo() {
-    policy_loss_options options;
-    options.surrogate.mode = surrogate_mode::ppo_clip;
+    policy_loss_options options = detail::preset_of(surrogate_mode::ppo_clip, aggregation_mode::token_mean);
     options.surrogate.raw_approx_kl = true;
-    options.aggregation.mode = aggregation_mode::token_mean;
     return options;
 }
 
@@ -119,10 +127,9 @@ inline kl_options k3_plus() {
 // verl's DPPO (compute_policy_loss_dppo_tv / _dppo_kl): ε 0.2/0.2 as the divergence thresholds, the ratio
 // truncated at clip_ratio_c (ActorConfig's 3.0; the paper recommends a large value such as 20), token-mean.
 inline policy_loss_options verl_dppo(bool binary_kl = false, double clip_ratio_c = 3.0) {
-    policy_loss_options options;
-    options.surrogate.mode = binary_kl ? surrogate_mode::dppo_kl : surrogate_mode::dppo_tv;
+    policy_loss_options options =
+        detail::preset_of(binary_kl ? surrogate_mode::dppo_kl : surrogate_mode::dppo_tv, aggregation_mode::token_mean);
     options.surrogate.dual_clip = clip_ratio_c;
-    options.aggregation.mode = aggregation_mode::token_mean;
     return options;
 }
 
@@ -130,11 +137,9 @@ inline policy_loss_options verl_dppo(bool binary_kl = false, double clip_ratio_c
 // exp of the raw log-ratio there), token-mean; kl_cov's c = ppo_kl_coef (PolicyLossConfig 0.1), clip_cov's
 // ε 0.2/0.2. Give policy_inputs::selection from covariance_selection with the same rule.
 inline policy_loss_options verl_kl_cov(double ppo_kl_coef = 0.1) {
-    policy_loss_options options;
-    options.surrogate.mode = surrogate_mode::kl_cov;
+    policy_loss_options options = detail::preset_of(surrogate_mode::kl_cov, aggregation_mode::token_mean);
     options.surrogate.kl_cov_coefficient = ppo_kl_coef;
     options.surrogate.log_ratio_clamp = std::numeric_limits<double>::infinity();
-    options.aggregation.mode = aggregation_mode::token_mean;
     return options;
 }
 
@@ -148,10 +153,8 @@ inline policy_loss_options verl_clip_cov() {
 // policy_inputs::is_weights, the rollout IS weights), seq-mean-token-sum, ppo_kl of the raw log-ratio
 // against the rollout log-probs given as old_log_probs.
 inline policy_loss_options verl_reinforce() {
-    policy_loss_options options;
-    options.surrogate.mode = surrogate_mode::reinforce;
+    policy_loss_options options = detail::preset_of(surrogate_mode::reinforce, aggregation_mode::seq_mean_token_sum);
     options.surrogate.raw_approx_kl = true;
-    options.aggregation.mode = aggregation_mode::seq_mean_token_sum;
     return options;
 }
 

@@ -101,11 +101,11 @@ template <class T>
 void rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_view<const T> weight, matrix_view<T> dx,
                        vector_view<statistic_t<T>> weight_gradient, vector_view<const statistic_t<T>> saved_rstd,
                        const rms_norm_options& options) {
+    core::require_weighted_backward("rms_norm_backward", dy, x, dx, weight, weight_gradient, saved_rstd);
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
     using W = core::sum_t<T>;
     using core::batch;
-    core::require_weighted_backward("rms_norm_backward", dy, x, dx, weight, weight_gradient, saved_rstd);
     const index_type n = x.cols;
     const batch<C> one(C(options.offset ? 1 : 0));
     const index_type partial_width = weight_gradient.empty() ? 0 : n;

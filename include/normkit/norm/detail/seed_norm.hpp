@@ -114,12 +114,12 @@ void seed_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_
                         vector_view<statistic_t<T>> alpha_gradient, vector_view<statistic_t<T>> beta_gradient,
                         vector_view<statistic_t<T>> gamma_gradient, vector_view<const statistic_t<T>> saved_rstd,
                         const seed_norm_options& options) {
+    require_seed_norm_backward(dy, x, alpha, beta, gamma, dx, alpha_gradient, beta_gradient, gamma_gradient, saved_rstd,
+                               options);
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
     using W = core::sum_t<T>;
     using core::batch;
-    require_seed_norm_backward(dy, x, alpha, beta, gamma, dx, alpha_gradient, beta_gradient, gamma_gradient, saved_rstd,
-                               options);
     const bool parameter_gradients = !alpha_gradient.empty();
     const index_type n = x.cols;
     if (n == 0) return;
