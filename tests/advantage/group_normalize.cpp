@@ -475,8 +475,9 @@ TEST_CASE("moments: Welford add, Chan's merge of parts equals the whole", "[adva
     CHECK(batch_moments(vector_view<const double>(three), vector_view<const std::uint8_t>(mask)).mean == 2.0);
 }
 
-TEST_CASE("group_normalize's blocked fast path (float, ≥ 16 contiguous groups) matches the reference",
-          "[advantage][group_normalize]") {
+TEST_CASE(
+    "group_normalize's blocked fast path (float, ≥ 16 contiguous groups; mean or leave-one-out) matches the reference",
+    "[advantage][group_normalize]") {
     // 37 groups: two full blocks of 16 and a partial one, so both the blocked and the per-group moments run.
     for (index_type size : {2, 3, 8, 16, 17, 33}) {
         auto data = contiguous_batch(size, 37, 500 + static_cast<std::uint32_t>(size));
@@ -487,23 +488,25 @@ TEST_CASE("group_normalize's blocked fast path (float, ≥ 16 contiguous groups)
         data.rewards[static_cast<std::size_t>(9 * size)] = reference::nan_value;  // a NaN inside a block
         for (auto placement : all_placements)
             for (int ddof : {0, 1})
-                for (auto scale : {scale_mode::group_std, scale_mode::none}) {
-                    group_normalize_options options;
-                    options.placement = placement;
-                    options.ddof = ddof;
-                    options.scale = scale;
-                    options.eps = placement == eps_mode::std_floor_skip ? 1e-3 : 1e-4;
-                    INFO("G " << size << " placement " << int(placement) << " ddof " << ddof << " scale "
-                              << int(scale));
-                    const auto expected =
-                        reference::group_normalize(stored<float>(data.rewards), data.ids, {}, {}, {}, options);
-                    CHECK(relative_error(run<float>(data, options), expected, 1.0) < 2e-5);
-                    options.clip_min = -0.5;
-                    options.clip_max = 0.7;
-                    const auto clipped =
-                        reference::group_normalize(stored<float>(data.rewards), data.ids, {}, {}, {}, options);
-                    CHECK(relative_error(run<float>(data, options), clipped, 1.0) < 2e-5);
-                }
+                for (auto scale : {scale_mode::group_std, scale_mode::none})
+                    for (auto center : {center_mode::group_mean, center_mode::leave_one_out}) {
+                        group_normalize_options options;
+                        options.placement = placement;
+                        options.ddof = ddof;
+                        options.scale = scale;
+                        options.center = center;
+                        options.eps = placement == eps_mode::std_floor_skip ? 1e-3 : 1e-4;
+                        INFO("G " << size << " placement " << int(placement) << " ddof " << ddof << " scale "
+                                  << int(scale) << " center " << int(center));
+                        const auto expected =
+                            reference::group_normalize(stored<float>(data.rewards), data.ids, {}, {}, {}, options);
+                        CHECK(relative_error(run<float>(data, options), expected, 1.0) < 2e-5);
+                        options.clip_min = -0.5;
+                        options.clip_max = 0.7;
+                        const auto clipped =
+                            reference::group_normalize(stored<float>(data.rewards), data.ids, {}, {}, {}, options);
+                        CHECK(relative_error(run<float>(data, options), clipped, 1.0) < 2e-5);
+                    }
         const auto a = run<float>(data, presets::trl());
         for (index_type j = 0; j < size; ++j) CHECK(a[static_cast<std::size_t>(5 * size + j)] == 0.0);
         CHECK(a[static_cast<std::size_t>(9 * size)] == 0.0);

@@ -7,7 +7,7 @@
 //   scatter     ragged ids with a per-group mean / std (no window, no lengths): statistics by
 //               scatter over dense group numbers in sample order, so no member lists are built
 //               (they cost a random write per sample); bitwise the general path's results;
-//   contiguous  GRPO / Dr. GRPO on contiguous groups with nothing masked: one SIMD sweep per
+//   contiguous  GRPO / Dr. GRPO / RLOO on contiguous groups with nothing masked: one SIMD sweep per
 //               group (core::contiguous_moments), or on AVX-512 sixteen float groups per sweep
 //               (core::sixteen_group_moments).
 // All three take a group's center and divisor from one step, center_and_divisor, and D(v)
@@ -477,6 +477,9 @@ private:
         const moments stats = core::contiguous_moments(in_.rewards.data + g * layout_->size, layout_->size);
         if (!std::isfinite(stats.mean) || !std::isfinite(stats.m2)) return general_group(g, scratch);
         const group_scale scale = center_and_divisor(stats, false);
+        // Leave-one-out's (r − μ)·n/(n − 1) is the group mean's form with D/stretch for D.
+        if (options_.center == center_mode::leave_one_out)
+            return write_scaled(g, scale.center, scale.denominator / scale.stretch, scale.stretch / scale.denominator);
         write_scaled(g, scale.center, scale.denominator, 1.0 / scale.denominator);
     }
 
@@ -496,9 +499,13 @@ private:
             d.store_aligned(denominator + lane);
             (one / d).store_aligned(reciprocal + lane);
         }
+        const double size = static_cast<double>(layout_->size);
+        const double stretch = options_.center == center_mode::leave_one_out ? size / (size - 1) : 1.0;
         for (index_type k = 0; k < 16; ++k) {
             if (std::isnan(stats.mean[k]))
                 general_group(first + k, scratch);
+            else if (stretch != 1.0)
+                write_scaled(first + k, stats.mean[k], denominator[k] / stretch, reciprocal[k] * stretch);
             else
                 write_scaled(first + k, stats.mean[k], denominator[k], reciprocal[k]);
         }
@@ -507,10 +514,11 @@ private:
     // Groups are taken in fixed blocks of 16 (block b = groups 16b .. 16b + 15), so a group's arithmetic does not
     // depend on how the blocks are split among threads.
     void walk_groups() {
-        // The common case (GRPO / Dr. GRPO on contiguous groups, nothing masked): one SIMD sweep per group.
-        const bool fast = layout_->size >= 2 && in_.valid.empty() && tokens_.empty() &&
-                          options_.center == center_mode::group_mean &&
-                          (options_.scale == scale_mode::group_std || options_.scale == scale_mode::none);
+        // The common case (GRPO / Dr. GRPO / RLOO on contiguous groups, nothing masked): one SIMD sweep per group.
+        const bool fast =
+            layout_->size >= 2 && in_.valid.empty() && tokens_.empty() &&
+            (options_.center == center_mode::group_mean || options_.center == center_mode::leave_one_out) &&
+            (options_.scale == scale_mode::group_std || options_.scale == scale_mode::none);
         constexpr index_type block = 16;
         const index_type count = layout_->count, blocks = (count + block - 1) / block;
         core::parallel_for(scatter_ ? 0
