@@ -12,6 +12,8 @@
 // and its parent says how.
 #pragma once
 
+#include "tuning.hpp"
+
 #include <cstddef>
 
 namespace normkit {
@@ -22,8 +24,9 @@ struct execution_options {
 
 // Beyond the share of the last-level cache one core can count on, an output is
 // evicted before anyone reads it, and writing it around the cache saves the
-// read of every line that an ordinary store makes (write-allocate).
-inline constexpr std::size_t default_stream_above_bytes = std::size_t(32) << 20;
+// read of every line that an ordinary store makes (write-allocate). The
+// threshold is the host's (core/tuning.hpp).
+inline constexpr std::size_t default_stream_above_bytes = core::tuning::chosen.stream_above_bytes;
 
 struct streaming_options : execution_options {
     std::size_t stream_above_bytes = default_stream_above_bytes;

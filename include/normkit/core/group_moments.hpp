@@ -20,6 +20,7 @@
 #include "moments.hpp"
 #include "simd.hpp"
 #include "transpose.hpp"
+#include "tuning.hpp"
 #include "types.hpp"
 
 #include <algorithm>
@@ -64,7 +65,7 @@ struct sixteen_moments {
 };
 
 #if defined(__AVX512F__)
-inline constexpr bool has_sixteen_group_moments = true;
+inline constexpr bool has_sixteen_group_moments = tuning::chosen.sixteen_group_moments;
 
 namespace detail {
 

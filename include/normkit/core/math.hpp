@@ -11,6 +11,7 @@
 #pragma once
 
 #include "simd.hpp"
+#include "tuning.hpp"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
@@ -92,7 +93,7 @@ namespace detail {
 template <class C>
 inline batch<C> divide_rational(const batch<C>& p, const batch<C>& q) {
 #if defined(__AVX512F__)
-    if constexpr (std::is_same_v<C, float> && batch<C>::size == 16) {
+    if constexpr (tuning::chosen.reciprocal_estimate && std::is_same_v<C, float> && batch<C>::size == 16) {
         const batch<C> estimate(_mm512_rcp14_ps(q));
         return p * (estimate * core::fnma(q, estimate, batch<C>(2.0f)));
     }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "execution.hpp"
+#include "tuning.hpp"
 #include "simd.hpp"
 #include "view.hpp"
 
@@ -277,8 +278,8 @@ template <class T, class Value>
 
 // How far ahead of a sweep over memory prefetch_ahead asks for its input: the
 // hardware prefetcher alone leaves a sweep with arithmetic between its loads
-// short of lines in flight.
-inline constexpr std::size_t prefetch_bytes = 2048;
+// short of lines in flight. The distance is the host's (core/tuning.hpp).
+inline constexpr std::size_t prefetch_bytes = tuning::chosen.prefetch_bytes;
 
 // Asks for the cache line holding p (a hint: never faults).
 template <class T>
