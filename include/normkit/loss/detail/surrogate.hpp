@@ -195,6 +195,22 @@ template <surrogate_mode M, class C>
     out.clipped_lower = xsimd::select(r > dual, v, zero);
 }
 
+// PPO's clipped objective at ratio r with ∂r/∂x = slope: ℓ = max(−A·r, −A·clip(r)); the clipped
+// side, when strictly larger, has zero gradient.
+template <class C>
+[[gnu::always_inline]] inline void ppo_clip_terms(const surrogate_parameters<C>& p, const core::batch<C>& r,
+                                                  const core::batch<C>& slope, const core::batch<C>& a,
+                                                  token_terms<C>& out) {
+    using core::batch;
+    const batch<C> zero(C(0)), one(C(1));
+    const batch<C> unclipped = -a * r;
+    const batch<C> clipped = -a * minimum(maximum(r, batch<C>(p.low)), batch<C>(p.high));
+    const auto on_clip = clipped > unclipped;
+    out.loss = xsimd::select(on_clip, clipped, unclipped);
+    out.derivative = xsimd::select(on_clip, zero, -a * slope);
+    out.clipped = xsimd::select(on_clip, one, zero);
+}
+
 // ℓ, ∂ℓ/∂x and the metric flags of one batch of tokens under surrogate M. Forced inline, as the
 // fused policy-loss step calls it per batch: a call would pass the batches through memory.
 template <surrogate_mode M, class C>
@@ -209,15 +225,7 @@ template <surrogate_mode M, class C>
     const batch<C> d = minimum(maximum(raw, -limit), limit);
     const auto passes = absolute(raw) <= limit;
     out.negative_log_ratio = p.raw_metric ? -raw : -d;
-    const auto ppo_form = [&](const batch<C>& r, const batch<C>& slope) {
-        // ℓ = max(−A·r, −A·clip(r)); the clipped side, when strictly larger, has zero gradient.
-        const batch<C> unclipped = -a * r;
-        const batch<C> clipped = -a * minimum(maximum(r, batch<C>(p.low)), batch<C>(p.high));
-        const auto on_clip = clipped > unclipped;
-        out.loss = xsimd::select(on_clip, clipped, unclipped);
-        out.derivative = xsimd::select(on_clip, zero, -a * slope);
-        out.clipped = xsimd::select(on_clip, one, zero);
-    };
+    const auto ppo_form = [&](const batch<C>& r, const batch<C>& slope) { ppo_clip_terms(p, r, slope, a, out); };
     if constexpr (M == surrogate_mode::ppo_clip || M == surrogate_mode::clip_cov) {
         const batch<C> r = core::exp(d);
         ppo_form(r, r);
