@@ -105,6 +105,20 @@ TEMPLATE_TEST_CASE("an eps below the compute type's range is raised to its small
         l2.eps = eps;
         norm::l2_norm_forward(view(zeros.data(), 1, 8), 1.0, view(y.data(), 1, 8), l2);
         CHECK(to_double(y) == std::vector<double>(8, 0.0));
+        // With a gain above 4, g/ε is beyond the compute type: still 0, not 0·inf (the fuzzer's case), and a
+        // row whose norm is below ε gives g·x/ε (the norm clamped), finite.
+        norm::l2_norm_forward(view(zeros.data(), 1, 8), 30.0, view(y.data(), 1, 8), l2);
+        CHECK(to_double(y) == std::vector<double>(8, 0.0));
+        norm::qk_l2_norm_forward(view(zeros.data(), 2, 4), view(zeros.data(), 2, 4), 30.0, view(y.data(), 2, 4),
+                                 view(residual.data(), 2, 4), l2);
+        CHECK(to_double(y) == std::vector<double>(8, 0.0));
+        using C = core::compute_t<T>;
+        const double smallest = static_cast<double>(std::numeric_limits<C>::min());
+        std::vector<T> tiny(8, core::from_compute<T>(static_cast<C>(smallest / 16)));  // ‖x‖ = smallest/16·√8 < ε
+        norm::l2_norm_forward(view(tiny.data(), 1, 8), 30.0, view(y.data(), 1, 8), l2);
+        const double clamped = std::max(eps, smallest);  // the ε the kernel uses
+        for (double value : to_double(y))
+            CHECK(value == Approx(30.0 * static_cast<double>(core::to_compute(tiny[0])) / clamped).epsilon(1e-2));
     }
 }
 

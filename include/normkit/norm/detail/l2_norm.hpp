@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace normkit::norm::detail {
 
@@ -25,9 +26,20 @@ void l2_norm_rows(matrix_view<const T> x, matrix_view<T> y, double gain, core::s
         const T* in = x.row(row);
         T* out = y.row(row);
         const W norm = std::max(std::sqrt(core::row_sum_of_squares(in, n)), eps);
-        const core::batch<C> scale(static_cast<C>(static_cast<W>(gain) / norm));
-        core::for_each_batch<C>(
-            n, [&](index_type i, index_type count) { core::store(out + i, core::load(in + i, count) * scale, count); });
+        const W scale = static_cast<W>(gain) / norm;
+        if (std::abs(scale) <= static_cast<W>(std::numeric_limits<C>::max())) {
+            const core::batch<C> factor(static_cast<C>(scale));
+            core::for_each_batch<C>(n, [&](index_type i, index_type count) {
+                core::store(out + i, core::load(in + i, count) * factor, count);
+            });
+            continue;
+        }
+        // g/ε beyond C (ε near C's smallest normal, |g| > 4): x/ε first, which is at most 1 in
+        // magnitude, then g, so that an all-zero row still gives 0 and not 0·inf.
+        const core::batch<C> inverse(static_cast<C>(W(1) / norm)), factor(static_cast<C>(gain));
+        core::for_each_batch<C>(n, [&](index_type i, index_type count) {
+            core::store(out + i, core::load(in + i, count) * inverse * factor, count);
+        });
     }
 }
 
