@@ -6,6 +6,7 @@
 // (2·n·4). The ragged cases also read 8-byte ids, which are not counted, so
 // their GB/s reads against the same memcpy. ns per sample = time / 10⁶.
 #include "harness.hpp"
+#include "yardstick.hpp"
 
 #include <normkit/advantage/estimators.hpp>
 #include <normkit/advantage/presets.hpp>
@@ -71,6 +72,23 @@ const bool registered = [] {
                 benchmark::DoNotOptimize(data->output.data());
             });
         }
+    }
+    // The yardsticks: plain per-group loops (contiguous) and a hash map of group sums (ragged), with each
+    // estimator's center and scale; TRL's group rule is GRPO's with ε = 1e-4.
+    for (const auto& operation : operations) {
+        bench::yardstick::group_rule rule;
+        rule.leave_one_out = operation == "rloo";
+        rule.scale = operation == "grpo" || operation == "trl_group";
+        rule.eps = operation == "trl_group" ? 1e-4f : 1e-6f;
+        register_case(operation, contiguous, "yardstick", bytes, [data, rule] {
+            bench::yardstick::contiguous_groups(data->rewards.data(), data->output.data(), samples, 16, rule);
+            benchmark::DoNotOptimize(data->output.data());
+        });
+        register_case(operation, ragged, "yardstick", bytes, [data, rule] {
+            bench::yardstick::ragged_groups(data->rewards.data(), data->ragged_ids.data(), data->output.data(), samples,
+                                            rule);
+            benchmark::DoNotOptimize(data->output.data());
+        });
     }
     register_case("grpo", contiguous, "normkit_2threads", bytes, [data] {
         grpo_options options;

@@ -13,6 +13,7 @@
 //            bf16, log_softmax with dtype float (the upcast is part of its work)
 // Token kernels report their minimum traffic (inputs read, outputs written).
 #include "harness.hpp"
+#include "yardstick.hpp"
 
 #include <normkit/credit/cort.hpp>
 #include <normkit/credit/logits_statistics.hpp>
@@ -98,6 +99,12 @@ void register_logits(const char* type_label) {
         data& d = get();
         credit::logits_statistics(view(d.logits.data(), rows, vocabulary), d.tokens, d.log_p, d.entropy, d.squares,
                                   d.lse);
+        benchmark::DoNotOptimize(d.entropy.data());
+    });
+    register_case(operation, shape, "yardstick", bytes, [get, rows, vocabulary] {
+        data& d = get();
+        bench::yardstick::logits_statistics(d.logits.data(), d.tokens.data(), d.lse.data(), d.log_p.data(),
+                                            d.entropy.data(), rows, vocabulary);
         benchmark::DoNotOptimize(d.entropy.data());
     });
     bench::register_memcpy(operation, shape, bytes);

@@ -6,6 +6,7 @@
 // Bytes are the minimum traffic: forward reads x and writes y (2·M·N·4);
 // backward reads x and dy and writes dx (3·M·N·4).
 #include "harness.hpp"
+#include "yardstick.hpp"
 
 #include <normkit/norm/layer_norm.hpp>
 #include <normkit/norm/rms_norm.hpp>
@@ -113,6 +114,18 @@ void register_layer_norm(shape s, std::shared_ptr<lazy_tensors> lazy, int thread
         norm::layer_norm_backward(view(t.dy.data(), rows, n), view(t.x.data(), rows, n), t.gamma,
                                   view(t.dx.data(), rows, n), t.dgamma, t.dbeta, t.mean, t.rstd, options);
     });
+    if (threads == 1) {
+        register_case("layer_norm_forward", label, "yardstick", forward_bytes, [=] {
+            auto& t = lazy->get();
+            bench::yardstick::layer_norm_forward(t.x.data(), t.gamma.data(), t.beta.data(), t.y.data(), t.mean.data(),
+                                                 t.rstd.data(), rows, n, 1e-5f);
+        });
+        register_case("layer_norm_backward", label, "yardstick", backward_bytes, [=] {
+            auto& t = lazy->get();
+            bench::yardstick::layer_norm_backward(t.dy.data(), t.x.data(), t.gamma.data(), t.mean.data(), t.rstd.data(),
+                                                  t.dx.data(), t.dgamma.data(), t.dbeta.data(), rows, n);
+        });
+    }
 #ifdef NORMKIT_HAVE_TORCH
     auto saved = std::make_shared<std::tuple<at::Tensor, at::Tensor, at::Tensor>>();
     register_case("layer_norm_forward", label, "torch", forward_bytes, [=] {
@@ -196,6 +209,17 @@ void register_rms_norm(shape s, std::shared_ptr<lazy_tensors> lazy, int threads)
         norm::rms_norm_backward(view(t.dy.data(), rows, n), view(t.x.data(), rows, n), t.gamma,
                                 view(t.dx.data(), rows, n), t.dgamma, t.rstd, options);
     });
+    if (threads == 1) {
+        register_case("rms_norm_forward", label, "yardstick", forward_bytes, [=] {
+            auto& t = lazy->get();
+            bench::yardstick::rms_norm_forward(t.x.data(), t.gamma.data(), t.y.data(), rows, n, 1e-6f);
+        });
+        register_case("rms_norm_backward", label, "yardstick", backward_bytes, [=] {
+            auto& t = lazy->get();
+            bench::yardstick::rms_norm_backward(t.dy.data(), t.x.data(), t.gamma.data(), t.rstd.data(), t.dx.data(),
+                                                t.dgamma.data(), rows, n);
+        });
+    }
 #ifdef NORMKIT_HAVE_TORCH
     // PyTorch has no fused CPU RMSNorm: nn.RMSNorm on CPU is this composition,
     // and its backward is autograd's, written out here as the same ops.
@@ -277,6 +301,27 @@ void register_bfloat16_forward(shape s) {
     register_case("rms_norm_forward", label, "scale_copy", bytes, [=] {
         auto& t = get();
         scale_copy(t.x.data(), t.y.data(), rows, n);
+    });
+    // The yardsticks read γ (and β) as float, which a user holding bf16 parameters would widen once.
+    const auto widened = std::make_shared<std::pair<std::vector<float>, std::vector<float>>>();
+    const auto parameters = [=]() -> std::pair<std::vector<float>, std::vector<float>>& {
+        auto& t = get();
+        if (widened->first.empty())
+            for (index_type j = 0; j < n; ++j) {
+                widened->first.push_back(static_cast<float>(t.gamma[j]));
+                widened->second.push_back(static_cast<float>(t.beta[j]));
+            }
+        return *widened;
+    };
+    register_case("layer_norm_forward", label, "yardstick", bytes, [=] {
+        auto& t = get();
+        auto& [gamma, beta] = parameters();
+        bench::yardstick::layer_norm_forward(t.x.data(), gamma.data(), beta.data(), t.y.data(), t.mean.data(),
+                                             t.rstd.data(), rows, n, 1e-5f);
+    });
+    register_case("rms_norm_forward", label, "yardstick", bytes, [=] {
+        auto& t = get();
+        bench::yardstick::rms_norm_forward(t.x.data(), parameters().first.data(), t.y.data(), rows, n, 1e-6f);
     });
 }
 

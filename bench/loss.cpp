@@ -10,6 +10,7 @@
 //                             (verl-new passes it), so the pass reads each input once;
 //   policy_loss_local_count   the same without the global count: one extra read of the mask first.
 #include "harness.hpp"
+#include "yardstick.hpp"
 
 #include <normkit/loss/policy_loss.hpp>
 #include <normkit/loss/presets.hpp>
@@ -102,6 +103,14 @@ void register_policy_loss(index_type rows, index_type cols, int threads) {
             benchmark::DoNotOptimize(result.loss);
             benchmark::DoNotOptimize(t.gradient.data());
         });
+        if (threads == 1)
+            register_case(operation, shape, "yardstick", bytes, [=] {
+                auto& t = get();
+                benchmark::DoNotOptimize(bench::yardstick::policy_loss(
+                    t.x.data(), t.old.data(), t.ref.data(), t.mask.data(), t.advantages.data(), t.gradient.data(), rows,
+                    cols, static_cast<float>(t.tokens)));
+                benchmark::DoNotOptimize(t.gradient.data());
+            });
 #ifdef NORMKIT_HAVE_TORCH
         register_case(operation, shape, "torch", bytes, [=] {
             auto& t = get();

@@ -19,6 +19,7 @@
 // (what fp32 rows use by default): the ceilings the DyT / Derf target (80 % of
 // memcpy) is read against. Labels end in :f32 or :bf16.
 #include "harness.hpp"
+#include "yardstick.hpp"
 
 #include <normkit/core/math.hpp>
 #include <normkit/norm/derf.hpp>
@@ -140,6 +141,16 @@ void register_pointwise(index_type rows, index_type cols) {
         auto& d = t->get();
         bare_loop<C>(d.x.data(), d.y.data(), rows * cols,
                      [a = core::batch<C>(static_cast<C>(alpha))](const auto& x) { return xsimd_tanh(x * a); });
+    });
+    register_case("dyt_forward", label, "yardstick", forward_bytes, [=] {
+        auto& d = t->get();
+        bench::yardstick::pointwise_forward<false>(d.x.data(), d.gamma.data(), d.beta.data(), d.y.data(), rows, cols,
+                                                   static_cast<float>(alpha), 0.0f);
+    });
+    register_case("derf_forward", label, "yardstick", forward_bytes, [=] {
+        auto& d = t->get();
+        bench::yardstick::pointwise_forward<true>(d.x.data(), d.gamma.data(), d.beta.data(), d.y.data(), rows, cols,
+                                                  static_cast<float>(alpha), static_cast<float>(shift));
     });
     bench::register_memcpy("dyt_backward", label, backward_bytes);
     register_case("dyt_backward", label, "normkit", backward_bytes, [=] {

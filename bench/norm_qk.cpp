@@ -13,6 +13,7 @@
 // element rate beyond the last-level cache is rms_norm_forward on 65536 × 4096
 // (fp32: 2 GiB of traffic, bf16: 1 GiB), labelled :f32 and :bf16.
 #include "harness.hpp"
+#include "yardstick.hpp"
 
 #include <normkit/norm/fused_add_rms_norm.hpp>
 #include <normkit/norm/l2_norm.hpp>
@@ -113,6 +114,17 @@ void register_qk(index_type tokens, index_type heads, index_type d) {
                                    view(b.dq.data(), rows, d), view(b.dk.data(), rows, d), b.wide_dq_weight,
                                    b.wide_dk_weight, b.wide_q_rstd, b.wide_k_rstd, olmo2);
     });
+    // The yardstick of the per-head form: RMSNorm over the query rows, then over the key rows.
+    register_case("qk_rms_norm_forward", label, "yardstick", forward_bytes, [=] {
+        auto& b = data->get();
+        bench::yardstick::rms_norm_forward(b.q.data(), b.weight.data(), b.q_out.data(), rows, d, 1e-6f);
+        bench::yardstick::rms_norm_forward(b.k.data(), b.weight.data(), b.k_out.data(), rows, d, 1e-6f);
+    });
+    register_case("qk_l2_norm_forward", label, "yardstick", forward_bytes, [=] {
+        auto& b = data->get();
+        bench::yardstick::l2_norm_forward(b.q.data(), b.q_out.data(), rows, d, static_cast<float>(gain), 1e-6f);
+        bench::yardstick::l2_norm_forward(b.k.data(), b.k_out.data(), rows, d, static_cast<float>(gain), 1e-6f);
+    });
     register_case("qk_l2_norm_forward", label, "normkit", forward_bytes, [=] {
         auto& b = data->get();
         norm::qk_l2_norm_forward(view(b.q.data(), rows, d), view(b.k.data(), rows, d), gain,
@@ -212,6 +224,15 @@ void register_rows(index_type rows, index_type n) {
         // The stream keeps growing across iterations; RMSNorm is scale-invariant, so the work is the same.
         norm::fused_add_rms_norm_forward(view(b.q.data(), rows, n), b.weight, view(b.k.data(), rows, n),
                                          view(b.q_out.data(), rows, n), b.q_rstd);
+    });
+    register_case("l2_norm_forward", label, "yardstick", 2 * elements * sizeof(T), [=] {
+        auto& b = data->get();
+        bench::yardstick::l2_norm_forward(b.q.data(), b.q_out.data(), rows, n, static_cast<float>(gain), 1e-6f);
+    });
+    register_case("fused_add_rms_norm_forward", label, "yardstick", 4 * elements * sizeof(T), [=] {
+        auto& b = data->get();
+        bench::yardstick::fused_add_rms_norm_forward(b.q.data(), b.k.data(), b.weight.data(), b.q_out.data(), rows, n,
+                                                     1e-6f);
     });
     register_memcpy("fused_add_rms_norm_backward", label, 4 * elements * sizeof(T));
     register_case("fused_add_rms_norm_backward", label, "normkit", 4 * elements * sizeof(T), [=] {

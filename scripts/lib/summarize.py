@@ -3,8 +3,10 @@
 
 Cases are named operation/shape/implementation. For each (operation, shape):
 the GB/s of every implementation, normkit as % of memcpy of the same bytes,
-and normkit ÷ each other implementation (the peers: torch, onednn, eigen, and
-any bare-loop limit a benchmark registers). Markdown on stdout.
+and normkit ÷ each other implementation: first its yardstick (bench/yardstick.hpp,
+the untuned loop of the same passes), then the peers (torch, onednn, eigen, and
+any bare-loop limit a benchmark registers). Markdown on stdout, under a line
+naming the host: CPU model, the ISA the binary was built for, the caches.
 """
 import json
 import sys
@@ -30,8 +32,21 @@ def load_rows(path):
     return rows, implementations
 
 
+def host_line(path):
+    """The host the run measured, from the context bench/main.cpp adds."""
+    with open(path) as handle:
+        context = json.load(handle).get("context", {})
+    return (f"Host: {context.get('cpu_model', 'unknown CPU')}; built for {context.get('isa', 'unknown ISA')}; "
+            f"caches {context.get('caches', 'unknown')}; {context.get('num_cpus', '?')} CPUs.")
+
+
 def main(path):
     rows, implementations = load_rows(path)
+    if "yardstick" in implementations:
+        implementations.remove("yardstick")
+        implementations.insert(0, "yardstick")
+    print(host_line(path))
+    print()
     header = ["operation", "shape", "normkit GB/s", "memcpy GB/s", "% of memcpy"]
     header += [f"÷ {name}" for name in implementations]
     print("| " + " | ".join(header) + " |")

@@ -1,0 +1,297 @@
+// Yardsticks: for each kernel, the loop a user would write in an afternoon. It makes the kernel's
+// memory passes and does its arithmetic over xsimd batches of the build's width, with one float
+// accumulator, ordinary loads and stores, and nothing tuned: no prefetching, no streaming stores,
+// no row pairing, no widened sums, and xsimd's exp, tanh and erf. Registered as implementation
+// "yardstick", so the summary prints normkit ÷ yardstick: on any host, one run shows how far the
+// tuned kernel is from what is simple (a ratio below 1 means the tuning, or the accuracy it buys,
+// costs more than it gains there).
+//
+// Row loops take float or 16-bit storage; 16-bit values go through core::load / core::store, the
+// plain conversions every normkit kernel uses too.
+#pragma once
+
+#include <normkit/core/math.hpp>
+#include <normkit/core/simd.hpp>
+#include <normkit/core/types.hpp>
+
+#include <xsimd/xsimd.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+// GCC 12 reports the _mm512_undefined_* operand inside xsimd's AVX-512 exp as uninitialized (see core/math.hpp).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace normkit::bench::yardstick {
+
+using batch = xsimd::batch<float>;
+inline constexpr index_type lanes = static_cast<index_type>(batch::size);
+
+// Σ over the batches of a row of f(j, count): count = lanes but for the tail, whose missing lanes
+// f must give as 0 (core::load fills them with zeros; masked() clears them).
+template <class F>
+inline float sum(index_type n, F&& f) {
+    batch total(0.0f);
+    for (index_type j = 0; j < n; j += lanes) total += f(j, std::min(lanes, n - j));
+    return core::horizontal_sum(total);
+}
+
+// f(j, count) for every batch of a row.
+template <class F>
+inline void each(index_type n, F&& f) {
+    for (index_type j = 0; j < n; j += lanes) f(j, std::min(lanes, n - j));
+}
+
+template <class T>
+inline batch load(const T* p, index_type count) {
+    return core::load(p, count);
+}
+
+template <class T>
+inline void store(T* p, const batch& value, index_type count) {
+    core::store(p, value, count);
+}
+
+inline batch masked(const batch& value, index_type count) {
+    return count == lanes ? value : xsimd::select(core::lanes_below<float>(count), value, batch(0.0f));
+}
+
+// y = x·r·w, r = 1/√(mean x² + ε)
+template <class T, class P>
+void rms_norm_forward(const T* x, const P* w, T* y, index_type rows, index_type n, float eps) {
+    for (index_type i = 0; i < rows; ++i) {
+        const T* xi = x + i * n;
+        const float squares = sum(n, [&](index_type j, index_type c) {
+            const batch v = load(xi + j, c);
+            return v * v;
+        });
+        const batch r(1.0f / std::sqrt(squares / static_cast<float>(n) + eps));
+        each(n, [&](index_type j, index_type c) { store(y + i * n + j, load(xi + j, c) * r * load(w + j, c), c); });
+    }
+}
+
+// dx = r·(g − x̂·mean(g·x̂)), g = dy·w, x̂ = x·r; dw += dy·x̂ (r saved by the forward)
+inline void rms_norm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx, float* dw,
+                              index_type rows, index_type n) {
+    std::fill(dw, dw + n, 0.0f);
+    for (index_type i = 0; i < rows; ++i) {
+        const float* xi = x + i * n;
+        const float* gi = dy + i * n;
+        const batch r(rstd[i]);
+        const float dot = sum(n, [&](index_type j, index_type c) {
+            return load(gi + j, c) * load(w + j, c) * load(xi + j, c) * r;
+        });
+        const batch mean_dot(dot / static_cast<float>(n));
+        each(n, [&](index_type j, index_type c) {
+            const batch hat = load(xi + j, c) * r, g = load(gi + j, c);
+            store(dx + i * n + j, r * (g * load(w + j, c) - hat * mean_dot), c);
+            store(dw + j, load(dw + j, c) + g * hat, c);
+        });
+    }
+}
+
+// y = (x − μ)·r·γ + β, μ and r = 1/√(var + ε) saved
+template <class T, class P>
+void layer_norm_forward(const T* x, const P* gamma, const P* beta, T* y, float* mean, float* rstd,
+                        index_type rows, index_type n, float eps) {
+    for (index_type i = 0; i < rows; ++i) {
+        const T* xi = x + i * n;
+        const float mu = sum(n, [&](index_type j, index_type c) { return load(xi + j, c); }) / static_cast<float>(n);
+        const float variance = sum(n, [&](index_type j, index_type c) {
+                                   const batch d = masked(load(xi + j, c) - batch(mu), c);
+                                   return d * d;
+                               }) /
+                               static_cast<float>(n);
+        mean[i] = mu;
+        rstd[i] = 1.0f / std::sqrt(variance + eps);
+        const batch m(mu), r(rstd[i]);
+        each(n, [&](index_type j, index_type c) {
+            store(y + i * n + j, (load(xi + j, c) - m) * r * load(gamma + j, c) + load(beta + j, c), c);
+        });
+    }
+}
+
+// dx = r·(g − mean(g) − x̂·mean(g·x̂)), g = dy·γ; dγ += dy·x̂, dβ += dy
+inline void layer_norm_backward(const float* dy, const float* x, const float* gamma, const float* mean,
+                                const float* rstd, float* dx, float* dgamma, float* dbeta, index_type rows,
+                                index_type n) {
+    std::fill(dgamma, dgamma + n, 0.0f);
+    std::fill(dbeta, dbeta + n, 0.0f);
+    const float inverse_n = 1.0f / static_cast<float>(n);
+    for (index_type i = 0; i < rows; ++i) {
+        const float* xi = x + i * n;
+        const float* gi = dy + i * n;
+        const batch m(mean[i]), r(rstd[i]);
+        const float g_sum = sum(n, [&](index_type j, index_type c) { return load(gi + j, c) * load(gamma + j, c); });
+        const float g_dot = sum(n, [&](index_type j, index_type c) {
+            return masked(load(gi + j, c) * load(gamma + j, c) * (load(xi + j, c) - m) * r, c);
+        });
+        const batch mean_g(g_sum * inverse_n), mean_dot(g_dot * inverse_n);
+        each(n, [&](index_type j, index_type c) {
+            const batch g = load(gi + j, c), hat = (load(xi + j, c) - m) * r;
+            store(dx + i * n + j, r * (g * load(gamma + j, c) - mean_g - hat * mean_dot), c);
+            store(dgamma + j, load(dgamma + j, c) + g * hat, c);
+            store(dbeta + j, load(dbeta + j, c) + g, c);
+        });
+    }
+}
+
+// h = x + residual (written back to residual), y = rms_norm(h)·w
+template <class T>
+void fused_add_rms_norm_forward(const T* x, T* residual, const T* w, T* y, index_type rows, index_type n, float eps) {
+    for (index_type i = 0; i < rows; ++i) {
+        T* hi = residual + i * n;
+        const float squares = sum(n, [&](index_type j, index_type c) {
+            const batch h = load(x + i * n + j, c) + load(hi + j, c);
+            store(hi + j, h, c);
+            return h * h;
+        });
+        const batch r(1.0f / std::sqrt(squares / static_cast<float>(n) + eps));
+        each(n, [&](index_type j, index_type c) { store(y + i * n + j, load(hi + j, c) * r * load(w + j, c), c); });
+    }
+}
+
+// y = g·x / max(‖x‖, ε)
+template <class T>
+void l2_norm_forward(const T* x, T* y, index_type rows, index_type n, float gain, float eps) {
+    for (index_type i = 0; i < rows; ++i) {
+        const T* xi = x + i * n;
+        const float squares = sum(n, [&](index_type j, index_type c) {
+            const batch v = load(xi + j, c);
+            return v * v;
+        });
+        const batch scale(gain / std::max(std::sqrt(squares), eps));
+        each(n, [&](index_type j, index_type c) { store(y + i * n + j, load(xi + j, c) * scale, c); });
+    }
+}
+
+// y = γ·f(α·x + s) + β, f = tanh (DyT) or erf (Derf), xsimd's
+template <bool erf, class T, class P>
+void pointwise_forward(const T* x, const P* gamma, const P* beta, T* y, index_type rows, index_type n,
+                       float alpha, float shift) {
+    for (index_type i = 0; i < rows; ++i)
+        each(n, [&](index_type j, index_type c) {
+            const batch u = batch(alpha) * load(x + i * n + j, c) + batch(shift);
+            const batch f = erf ? core::erf(u) : core::tanh(u);
+            store(y + i * n + j, load(gamma + j, c) * f + load(beta + j, c), c);
+        });
+}
+
+// lse = M + log Σ exp(z − M), log π(token) = z_token − lse, H = lse − Σ π·z: a pass for M, one for the sums
+template <class T>
+void logits_statistics(const T* z, const index_type* tokens, float* lse, float* log_probability, float* entropy,
+                       index_type rows, index_type vocabulary) {
+    for (index_type i = 0; i < rows; ++i) {
+        const T* zi = z + i * vocabulary;
+        batch largest(-INFINITY);
+        each(vocabulary, [&](index_type j, index_type c) {
+            largest = core::maximum(largest, xsimd::select(core::lanes_below<float>(c), load(zi + j, c), batch(-INFINITY)));
+        });
+        const float m = core::horizontal_max(largest);
+        batch total(0.0f), weighted(0.0f);
+        each(vocabulary, [&](index_type j, index_type c) {
+            const batch d = load(zi + j, c) - batch(m);
+            const batch e = masked(xsimd::exp(d), c);
+            total += e;
+            weighted += e * masked(d, c);
+        });
+        const float s = core::horizontal_sum(total);
+        lse[i] = m + std::log(s);
+        log_probability[i] = static_cast<float>(zi[tokens[i]]) - lse[i];
+        entropy[i] = std::log(s) - core::horizontal_sum(weighted) / s;
+    }
+}
+
+// verl's actor loss, token-mean over the mask: PPO clip (ε 0.2, dual clip 3) on r = exp(clamp(x − old, ±20)),
+// plus 0.001·k3 (k3 = e^k − k − 1, k = ref − x, clamped to ±10); ∂/∂x of the whole into gradient.
+inline float policy_loss(const float* x, const float* old, const float* ref, const float* mask,
+                         const float* advantages, float* gradient, index_type rows, index_type cols, float tokens) {
+    const batch zero(0.0f), scale(1.0f / tokens), beta(0.001f);
+    batch total(0.0f);
+    for (index_type i = 0; i < rows; ++i) {
+        const batch a(advantages[i]);
+        each(cols, [&](index_type j, index_type c) {
+            const index_type k = i * cols + j;
+            const batch xv = load(x + k, c), m = load(mask + k, c);
+            const batch r = xsimd::exp(core::minimum(core::maximum(xv - load(old + k, c), batch(-20.0f)), batch(20.0f)));
+            const batch unclipped = -a * r, clipped = -a * core::minimum(core::maximum(r, batch(0.8f)), batch(1.2f));
+            const auto on_clip = clipped > unclipped;
+            batch loss = xsimd::select(on_clip, clipped, unclipped);
+            batch slope = xsimd::select(on_clip, zero, -a * r);
+            const auto dual = (a < zero) & (loss > batch(-3.0f) * a);
+            loss = xsimd::select(dual, batch(-3.0f) * a, loss);
+            slope = xsimd::select(dual, zero, slope);
+            const batch e = xsimd::exp(load(ref + k, c) - xv);
+            const batch kl = core::minimum(core::maximum(e - (load(ref + k, c) - xv) - batch(1.0f), batch(-10.0f)), batch(10.0f));
+            total += m * (loss + beta * kl);
+            store(gradient + k, m * scale * (slope + beta * (batch(1.0f) - e)), c);
+        });
+    }
+    return core::horizontal_sum(total) / tokens;
+}
+
+// GRPO-family advantages per group, as plain loops over each group's samples: the group's mean
+// and unbiased std, then A = (r − c)/(σ + ε) (scale) or r − c, c the mean or the leave-one-out mean.
+struct group_rule {
+    bool leave_one_out = false, scale = true;
+    float eps = 1e-6f;
+};
+
+inline void group_advantages(const float* r, float* a, index_type size, const group_rule& rule) {
+    float total = 0;
+    for (index_type k = 0; k < size; ++k) total += r[k];
+    const float mean = total / static_cast<float>(size);
+    float squares = 0;
+    for (index_type k = 0; k < size; ++k) squares += (r[k] - mean) * (r[k] - mean);
+    const float divisor = rule.scale ? std::sqrt(squares / static_cast<float>(size - 1)) + rule.eps : 1.0f;
+    for (index_type k = 0; k < size; ++k) {
+        const float center = rule.leave_one_out ? (total - r[k]) / static_cast<float>(size - 1) : mean;
+        a[k] = (r[k] - center) / divisor;
+    }
+}
+
+inline void contiguous_groups(const float* r, float* a, index_type samples, index_type size, const group_rule& rule) {
+    for (index_type g = 0; g < samples; g += size) group_advantages(r + g, a + g, size, rule);
+}
+
+// Ragged groups by id, as a user would: counts and sums in a hash map, two passes over the samples.
+inline void ragged_groups(const float* r, const std::int64_t* ids, float* a, index_type samples,
+                          const group_rule& rule) {
+    struct sums {
+        float count = 0, total = 0, squares = 0;
+    };
+    std::unordered_map<std::int64_t, sums> groups;
+    for (index_type i = 0; i < samples; ++i) {
+        auto& s = groups[ids[i]];
+        s.count += 1;
+        s.total += r[i];
+    }
+    for (index_type i = 0; i < samples; ++i) {
+        auto& s = groups[ids[i]];
+        const float d = r[i] - s.total / s.count;
+        s.squares += d * d;
+    }
+    for (index_type i = 0; i < samples; ++i) {
+        const auto& s = groups[ids[i]];
+        if (s.count < 2) {
+            a[i] = rule.scale ? r[i] / (1.0f + rule.eps) : r[i];
+            continue;
+        }
+        const float center = rule.leave_one_out ? (s.total - r[i]) / (s.count - 1) : s.total / s.count;
+        const float divisor = rule.scale ? std::sqrt(s.squares / (s.count - 1)) + rule.eps : 1.0f;
+        a[i] = (r[i] - center) / divisor;
+    }
+}
+
+}  // namespace normkit::bench::yardstick
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
