@@ -234,11 +234,10 @@ void check_group_normalize(const batch& b, const group_normalize_options& option
             }
     const double error = fuzz::relative_error(comparable, wanted, 1.0);
     check(error < tolerance || (!std::isfinite(tolerance) && !std::isnan(error)), "group_normalize ", types,
-          ": relative error ", error, " > ", tolerance, " (center ", int(options.center), " scale ",
-          int(options.scale), " placement ", int(options.placement), " ddof ", options.ddof, " eps ", options.eps,
-          " singleton ", int(options.singleton), " whiten ", int(options.whiten.mode), "/",
-          int(options.whiten.placement), "/", options.whiten.eps, " n ", b.rewards.size(), " group size ",
-          b.group_size, ")");
+          ": relative error ", error, " > ", tolerance, " (center ", int(options.center), " scale ", int(options.scale),
+          " placement ", int(options.placement), " ddof ", options.ddof, " eps ", options.eps, " singleton ",
+          int(options.singleton), " whiten ", int(options.whiten.mode), "/", int(options.whiten.placement), "/",
+          options.whiten.eps, " n ", b.rewards.size(), " group size ", b.group_size, ")");
     // A zero-variance group (two or more valid samples, one value) gives r − μ_g = 0 exactly under
     // every placement (group_normalize.hpp: 0, and r − c under std_floor_skip).
     if (options.center == center_mode::group_mean && options.scale == scale_mode::group_std &&
