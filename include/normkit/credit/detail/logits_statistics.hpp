@@ -371,14 +371,18 @@ void logits_backward(vector_view<const statistic_t<T>> output_gradient, matrix_v
             } else {
                 c = static_cast<C>(logsumexp[row]);
             }
+            // The exponent is ≤ 0 (π ≤ 1) but for rounding, which from a saved lse is |lse|·ε and more
+            // where the compiler fuses z·(1/τ) − lse (the token's term below, at -march with FMA): a
+            // double logit 3e38 at τ = 0.7 gave exp(4.7e22) = inf, and −inf or NaN gradients. It is
+            // clamped at 0, the constant first so that NaN passes.
             const C g = static_cast<C>(output_gradient[row]) * inverse_temperature;
-            const batch<C> scale(inverse_temperature), center(a), offset(c), minus_g(-g);
+            const batch<C> scale(inverse_temperature), center(a), offset(c), minus_g(-g), zero(C(0));
             core::for_each_batch<C>(n, [&](index_type i, index_type count) {
-                const auto p = core::exp((core::load(z + i, count) - center) * scale - offset);
+                const auto p = core::exp(core::minimum(zero, (core::load(z + i, count) - center) * scale - offset));
                 core::store(out + i, minus_g * p, count);
             });
             const index_type y = tokens[row];
-            const C p_y = std::exp((core::to_compute(z[y]) - a) * inverse_temperature - c);
+            const C p_y = std::exp(std::min((core::to_compute(z[y]) - a) * inverse_temperature - c, C(0)));
             out[y] = core::from_compute<G>(g * (C(1) - p_y));
         }
     });
