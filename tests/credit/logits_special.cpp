@@ -2,7 +2,9 @@
 // a NaN or +inf logit makes that row's statistics and gradient NaN (as torch's
 // log_softmax does) and leaves the other rows alone; at τ ≠ 1 the row maximum's
 // term is exactly exp(0), so a constant row has H = log V and log π = −log V to
-// the rounding of those values.
+// the rounding of those values; a NaN beside −inf only is NaN too, and a
+// quantized row at |z| ~ 1e4 keeps float accuracy on every ISA.
+#include "reference/credit.hpp"
 #include "support.hpp"
 
 #include <normkit/credit/logits_statistics.hpp>
@@ -123,4 +125,87 @@ TEST_CASE("logits_backward recomputing the row at tau != 1 gives the maximum's p
     options.temperature = 0.7;
     credit::logits_backward(g, view(logits.data(), 1, 1), tokens, view(gradient.data(), 1, 1), {}, options);
     CHECK(gradient[0] == 0.0f);
+}
+
+TEMPLATE_TEST_CASE("a NaN logit gives NaN statistics wherever it is, beside finite logits or -inf only",
+                   "[credit][logits][special]", float, double, Eigen::half) {
+    // The running maximum took a NaN and the next logit of its lane replaced it: a row of one finite
+    // logit, a NaN after it in the same lane and −inf elsewhere had M = −inf and was rejected as a
+    // row of −inf (SSE2, tests/fuzz/FINDINGS.md F10). A row of −inf and NaN only gets NaN too.
+    using T = TestType;
+    using C = core::compute_t<T>;
+    const C nan = std::numeric_limits<C>::quiet_NaN(), minus_infinity = -std::numeric_limits<C>::infinity();
+    for (index_type vocabulary : {index_type(17), index_type(100), index_type(5000)}) {
+        for (index_type step : {index_type(4), index_type(16), index_type(1)}) {
+            for (bool with_finite : {true, false}) {
+                for (double temperature : {1.0, 0.7}) {
+                    INFO("V " << vocabulary << " NaN at " << step << " finite " << with_finite << " tau "
+                              << temperature);
+                    std::vector<T> logits(static_cast<std::size_t>(vocabulary), core::from_compute<T>(minus_infinity));
+                    if (with_finite) logits[0] = core::from_compute<T>(C(9997.21));
+                    logits[static_cast<std::size_t>(step)] = core::from_compute<T>(nan);
+                    for (bool recompute : {false, true}) {
+                        const auto out = run(logits, 1, vocabulary, {0}, temperature, recompute);
+                        CHECK(std::isnan(out.lse[0]));
+                        CHECK(std::isnan(out.log_probability[0]));
+                        CHECK(std::isnan(out.entropy[0]));
+                        CHECK(std::isnan(out.sum_squared[0]));
+                        long finite = 0;
+                        for (const auto& value : out.gradient) finite += !is_nan(value);
+                        CHECK(finite == 0);
+                    }
+                }
+            }
+        }
+    }
+    // A row of −inf alone is still bad input.
+    const std::vector<float> masked(9, -std::numeric_limits<float>::infinity());
+    std::vector<float> lse(1);
+    CHECK_THROWS_WITH(credit::logits_statistics(view(masked.data(), 1, 9), {}, {}, {}, {}, lse),
+                      Catch::Contains("logits row 0 has no finite entry (all 9 logits are -inf)"));
+}
+
+TEMPLATE_TEST_CASE("logits_backward recomputing a quantized row at |z| ~ 1e4 keeps float accuracy on every ISA",
+                   "[credit][logits][special]", float, Eigen::half) {
+    // Logits 9992..10016 in steps of 8 (half's spacing there): the maximum's term dominates its float
+    // lane, and every smaller term added to that lane rounds the same way. 512 terms per SSE2 lane
+    // (a chunk of 2048) gave s0, and every π, a relative error of 1.5e-5 (tests/fuzz/FINDINGS.md
+    // F11); a chunk of 128 batches per lane on every ISA bounds it by 128·2⁻²⁴ ≈ 7.6e-6.
+    using T = TestType;
+    const index_type vocabulary = 4097;
+    std::vector<double> values(static_cast<std::size_t>(vocabulary), 10000.0);
+    for (index_type v = 3; v < vocabulary; v += 50) values[static_cast<std::size_t>(v)] = 10008.0;
+    for (index_type v = 7; v < vocabulary; v += 10) values[static_cast<std::size_t>(v)] = 9992.0;
+    values[2050] = 10016.0;
+    const auto logits = to_storage<T>(values);
+    const std::vector<index_type> tokens = {0};
+    const std::vector<float> g = {1.0f};
+    std::vector<float> gradient(values.size());
+    credit::logits_backward(g, view(logits.data(), 1, vocabulary), tokens, view(gradient.data(), 1, vocabulary));
+    const auto expected = reference::logits_gradient(values.data(), vocabulary, 0, 1.0, 1.0);
+    const double error = relative_error(to_double(gradient), expected, 1.0);
+    INFO("relative error " << error);
+    CHECK(error < 128 * std::ldexp(1.0, -24));
+}
+
+TEMPLATE_TEST_CASE("logits_backward from a saved lse stays finite at |z/tau| near the type's range",
+                   "[credit][logits][special]", float, double) {
+    // z·(1/τ) − lse is 0 but for rounding; fused into one FMA (the token's term, -march=native) it
+    // was the product's rounding error, 4.7e22 for a double 3e38 at τ = 0.7: π = inf, gradient −inf.
+    using T = TestType;
+    const std::vector<T> logits = {std::is_same_v<T, double> ? T(3e38) : T(2e37)};
+    const std::vector<index_type> tokens = {0};
+    credit::logits_options options;
+    options.temperature = 0.7;
+    std::vector<T> lse(1);
+    credit::logits_statistics(view(logits.data(), 1, 1), tokens, {}, {}, {}, lse, options);
+    for (const T g : {T(1), T(0)}) {
+        std::vector<T> gradient(1, T(7));
+        credit::logits_backward(std::vector<T>{g}, view(logits.data(), 1, 1), tokens, view(gradient.data(), 1, 1), lse,
+                                options);
+        INFO("g " << g << " lse " << lse[0] << " gradient " << gradient[0]);
+        // π ∈ [0, 1]: the gradient (g/τ)(1 − π) is within [0, g/τ]; g = 0 gives 0.
+        CHECK(std::isfinite(gradient[0]));
+        CHECK(std::abs(gradient[0]) <= std::abs(g) / T(0.7) * T(1.0001));
+    }
 }

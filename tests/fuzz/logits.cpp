@@ -84,16 +84,15 @@ void check_logits(fuzz::source& in) {
     const char* type = fuzz::type_name<T>();
 
     // Bad input first: an all −inf row, a token outside [0, V), τ not > 0 and finite.
-    // A row of -inf is rejected; a row of -inf and NaN only may be rejected too (its sum of exp is 0
-    // once the NaN is floored away) or give NaN statistics: both are documented outcomes.
-    // So may a row whose z/τ overflows the compute type (a finite −3e38 at τ < 1 is −inf in float).
+    // A row of -inf is rejected; a row of -inf and NaN only gets NaN statistics (checked below).
+    // A row whose z/τ overflows the compute type (a finite −3e38 at τ < 1 is −inf in float) may be
+    // rejected: it has no documented value.
     const double float_range = std::is_same_v<T, double> ? 1e300 : 1e37;
-    bool all_minus_infinity = false, no_number = false;
+    bool all_minus_infinity = false, overflows = false;
     for (index_type i = 0; i < c.rows; ++i) {
         all_minus_infinity |= !row_has(c, i, [](double z) { return z != -INFINITY; });
-        no_number |= !row_has(c, i, [](double z) { return !std::isnan(z) && z != -INFINITY; });
         for (index_type v = 0; v < c.vocabulary; ++v)
-            no_number |= std::abs(c.values[i * c.vocabulary + v]) / c.temperature > float_range &&
+            overflows |= std::abs(c.values[i * c.vocabulary + v]) / c.temperature > float_range &&
                          std::isfinite(c.values[i * c.vocabulary + v]);
     }
     const bool threw = fuzz::throws_error(
@@ -102,10 +101,7 @@ void check_logits(fuzz::source& in) {
         check(threw, "logits_statistics ", type, ": a row of -inf logits does not throw");
         return;
     }
-    // F10 (tests/fuzz/FINDINGS.md): a NaN beside finite logits can make the row "have no finite entry".
-    bool has_nan = false;
-    for (double z : c.values) has_nan |= std::isnan(z);
-    if (threw && (no_number || (has_nan && fuzz::known("F10")))) return;
+    if (threw && overflows) return;
     if (threw && std::getenv("NORMKIT_FUZZ_VERBOSE"))
         for (index_type i = 0; i < c.rows; ++i) {
             std::fprintf(stderr, "row %ld tau %g:", static_cast<long>(i), c.temperature);
@@ -205,16 +201,10 @@ void check_logits(fuzz::source& in) {
                   ", saved lse ", saved, " = ", lse[i], ", g ", g[i], ")");
         const auto expected =
             reference::logits_gradient(&c.values[i * c.vocabulary], c.vocabulary, c.tokens[i], g[i], c.temperature);
-        // A saved float lse carries |lse|·2⁻²⁴ into every π (logits_statistics.hpp); recomputed, float rounding.
-        // F11 (tests/fuzz/FINDINGS.md): without AVX-512 the recomputed-lse gradient at |z/τ| ~ 1e4 is
-        // about 9e-6 relative, not within float rounding.
-#if !defined(__AVX512F__)
-        const double f11 = !saved && magnitude > 1e3 && fuzz::known("F11") ? 4.0 : 1.0;
-#else
-        const double f11 = 1.0;
-#endif
+        // A saved float lse carries |lse|·2⁻²⁴ into every π (logits_statistics.hpp); recomputed, the
+        // rounding of the float lane sums, at most 128 terms per lane on every ISA.
         const double tolerance =
-            (std::is_same_v<T, double> ? 1e-6 : 2e-6) * (saved ? std::max(1.0, magnitude) : 1.0) * 4 * f11;
+            (std::is_same_v<T, double> ? 1e-6 : 2e-6) * (saved ? std::max(1.0, magnitude) : 1.0) * 4;
         const double error = fuzz::relative_error(row, expected, std::abs(g[i]) / c.temperature);
         check(error < tolerance, "logits_backward ", type, ": relative error ", error, " > ", tolerance, " (saved lse ",
               saved, ", V ", c.vocabulary, ", tau ", c.temperature, ", magnitude ", magnitude, ")");

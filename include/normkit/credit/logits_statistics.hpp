@@ -10,8 +10,8 @@
 // Backward, for L = Σ_t g_t·log π(y_t) and the raw (untempered) logits:
 //   ∂L/∂z_v = (g_t/τ)·(δ_{v y_t} − π_v)        (= g_t·(e_y − π) at τ = 1)
 //
-// How: each row is read once, in chunks of 2048 elements, as two halves side by
-// side. Per lane, with M the running maximum of z, d = (z − M)/τ and e = exp(d),
+// How: each row is read once, in chunks of 128 batches (2048 float elements
+// with AVX-512, 512 with SSE2), as two halves side by side. Per lane, with M the running maximum of z, d = (z − M)/τ and e = exp(d),
 // a half accumulates
 //   s0 = Σe,   s1 = Σe·d,   s2 = Σe²
 // so lse = M/τ + log s0, H = log s0 − s1/s0, Σπ² = s2/s0². Moving from M to M'
@@ -21,10 +21,12 @@
 // - d is formed as (z − M)·(1/τ), so the maximum's d is exactly 0 at any τ
 //   (z·(1/τ) − M/τ would leave the rounding of z/τ there: a constant bf16 row
 //   of 9984 at τ = 0.7 then summed exp of that residual 152064 times).
-// - Sums: the lanes of C hold one chunk (at most 128 terms per lane), and each
-//   chunk's sums are added to the half's sums in double, so a row of 152064
-//   has the accuracy of a row of 2048; lse, log π, H and Σπ² are formed in
-//   double from them and rounded once.
+// - Sums: the lanes of C hold one chunk (128 terms per lane on every ISA), and
+//   each chunk's sums are added to the half's sums in double, so a row of
+//   152064 has the accuracy of one chunk; lse, log π, H and Σπ² are formed in
+//   double from them and rounded once. A lane's sum is within 128·2⁻²⁴ of
+//   exact, relative: the bound is reached where the maximum's term dominates a
+//   lane and quantized logits round every smaller term the same way.
 // - One pass: a chunk is summed against the M of the chunks before it while
 //   its own maximum is taken, and the sums move to the new maximum after it.
 //   Only a chunk whose maximum exceeds M by more than 20 (where e could reach
@@ -54,12 +56,15 @@
 // - Bad input: a token id outside [0, V), a row whose logits are all −inf,
 //   τ ≤ 0 or not finite, mismatched lengths → normkit::error naming them.
 // - A row with a NaN or a +inf logit gets NaN statistics (lse, log π, H, Σπ²),
-//   as torch's log_softmax gives, and a NaN gradient row; the other rows are
-//   unaffected.
+//   as torch's log_softmax gives, and a NaN gradient row, wherever the NaN is
+//   and whatever else the row holds (a row of −inf and NaN only too); the
+//   other rows are unaffected.
 // - Backward: `logsumexp` is the one saved by the forward. If it is absent, the
 //   backward recomputes it per row (one extra sweep over the row, which is then
-//   in cache): slower, but exact to float rounding even for |z| ~ 1e4, where a
-//   saved float lse carries a relative error of |lse|·2⁻²⁴ into every π.
+//   in cache): slower, but exact to float rounding even for |z| ~ 1e4 (the
+//   float sums' 128·2⁻²⁴ ≈ 7.6e-6 relative at most, about 2e-6 on quantized
+//   rows, whatever |z|), where a saved float lse carries a relative error of
+//   |lse|·2⁻²⁴ into every π.
 // - The gradient buffer is overwritten (float, double or bf16; it may differ
 //   from the logits' storage type). Rows with g_t = 0 get zeros.
 // - Threads split rows; every row is computed the same way, so any thread

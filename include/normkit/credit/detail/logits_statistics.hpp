@@ -16,8 +16,13 @@
 
 namespace normkit::credit::detail {
 
-// Elements per chunk: 8 KiB of float, so a chunk summed again is read from L1.
-inline constexpr index_type logits_chunk = 2048;
+// Elements per chunk: 128 batches of float lanes (2048 elements with AVX-512, 512 with SSE2), so a
+// chunk summed again is read from L1 and a float lane sums at most 128 terms before close_chunk adds
+// it to the double sums. Its error grows with that count: where one term dominates a lane (the
+// row's maximum), each smaller term added to it is rounded to the lane's ulp, and on quantized
+// logits (bf16, half) those roundings all go the same way (F11: 512 terms per SSE2 lane gave a
+// relative error of 1e-5 in s0, 128 per AVX-512 lane 2e-6).
+inline constexpr index_type logits_chunk = 128 * core::width<float>;
 
 // A chunk whose maximum exceeds the running one by more than this is summed again.
 template <class C>
@@ -69,6 +74,15 @@ inline void close_chunk(half_sums<C>& sums) {
     sums.e0 = sums.e1 = sums.e2 = core::batch<C>(C(0));
 }
 
+// The lane maximum of z, NaN left out: max (maxps) returns its second operand when either is NaN,
+// so a NaN z keeps `largest`. With the running maximum first, a NaN would replace it and the next
+// logit would replace the NaN: a row {9997, …, NaN, …, −inf} had M = −inf and was rejected as a
+// row of −inf (tests/fuzz/FINDINGS.md F10). The NaN reaches the sums instead, through d.
+template <class C>
+[[gnu::always_inline]] inline core::batch<C> running_max(const core::batch<C>& largest, const core::batch<C>& z) {
+    return core::maximum(z, largest);
+}
+
 // Adds one batch of logits z to the sums and to the lane maximum of z. d = (z − M)/τ, so the
 // maximum's d is exactly 0 at any τ (at τ = 1 the multiply is left out). d is floored with the
 // floor first: max returns its second operand when either is NaN, so a NaN or +inf logit
@@ -77,7 +91,7 @@ template <bool tempered, class C>
 [[gnu::always_inline]] inline void accumulate(const core::batch<C>& z, const core::batch<C>& scale,
                                               const core::batch<C>& minus_max, core::batch<C>& largest,
                                               core::batch<C>& s0, core::batch<C>& s1, core::batch<C>& s2) {
-    largest = core::maximum(largest, z);
+    largest = running_max(largest, z);
     auto u = z + minus_max;
     if constexpr (tempered) u *= scale;
     const auto d = core::maximum(core::batch<C>(exp_floor<C>), u);
@@ -165,7 +179,10 @@ void sum_two_halves(half_sums<core::compute_t<T>>& a, const T* p, half_sums<core
     largest_b = pb;
 }
 
-// Before a half's first chunk: M = that chunk's maximum (false if it is all −inf: nothing to sum yet).
+// Before a half's first chunk: M = that chunk's maximum, NaN left out (false if it is all −inf:
+// nothing to sum yet). A chunk of −inf and NaN only starts the half at M = NaN, which makes every
+// d and so the row's statistics NaN, as a NaN beside finite logits does: only a row of −inf alone
+// has no statistics.
 template <class T>
 bool start_half(half_sums<core::compute_t<T>>& sums, const T* p, index_type length) {
     using C = core::compute_t<T>;
@@ -173,9 +190,17 @@ bool start_half(half_sums<core::compute_t<T>>& sums, const T* p, index_type leng
     if (sums.started) return true;
     core::batch<C> largest(-std::numeric_limits<C>::infinity());
     for (index_type i = 0; i < length; i += lanes)
-        largest = core::maximum(largest, load_logits(p + i, std::min(lanes, length - i)));
-    const C m = core::horizontal_max(largest);
-    if (m == -std::numeric_limits<C>::infinity()) return false;
+        largest = running_max(largest, load_logits(p + i, std::min(lanes, length - i)));
+    C m = core::horizontal_max(largest);
+    if (m == -std::numeric_limits<C>::infinity()) {
+        bool has_nan = false;
+        for (index_type i = 0; i < length; i += lanes) {
+            const auto z = load_logits(p + i, std::min(lanes, length - i));
+            has_nan |= xsimd::any(xsimd::isnan(z));
+        }
+        if (!has_nan) return false;
+        m = std::numeric_limits<C>::quiet_NaN();
+    }
     sums.max = m;
     sums.started = true;
     return true;
@@ -245,7 +270,7 @@ row_statistics logits_row_statistics(const T* z, index_type n, core::compute_t<T
     } else if (b.started) {
         a = b;
     }
-    // A row of only −inf: s0 = 0, reported by the caller; a NaN or +inf logit: NaN sums.
+    // A row of only −inf: s0 = 0, reported by the caller; a NaN or +inf logit (beside any others): NaN sums.
     return {static_cast<double>(a.max), a.s0, a.s1, a.s2};
 }
 
@@ -346,14 +371,18 @@ void logits_backward(vector_view<const statistic_t<T>> output_gradient, matrix_v
             } else {
                 c = static_cast<C>(logsumexp[row]);
             }
+            // The exponent is ≤ 0 (π ≤ 1) but for rounding, which from a saved lse is |lse|·ε and more
+            // where the compiler fuses z·(1/τ) − lse (the token's term below, at -march with FMA): a
+            // double logit 3e38 at τ = 0.7 gave exp(4.7e22) = inf, and −inf or NaN gradients. It is
+            // clamped at 0, the constant first so that NaN passes.
             const C g = static_cast<C>(output_gradient[row]) * inverse_temperature;
-            const batch<C> scale(inverse_temperature), center(a), offset(c), minus_g(-g);
+            const batch<C> scale(inverse_temperature), center(a), offset(c), minus_g(-g), zero(C(0));
             core::for_each_batch<C>(n, [&](index_type i, index_type count) {
-                const auto p = core::exp((core::load(z + i, count) - center) * scale - offset);
+                const auto p = core::exp(core::minimum(zero, (core::load(z + i, count) - center) * scale - offset));
                 core::store(out + i, minus_g * p, count);
             });
             const index_type y = tokens[row];
-            const C p_y = std::exp((core::to_compute(z[y]) - a) * inverse_temperature - c);
+            const C p_y = std::exp(std::min((core::to_compute(z[y]) - a) * inverse_temperature - c, C(0)));
             out[y] = core::from_compute<G>(g * (C(1) - p_y));
         }
     });
