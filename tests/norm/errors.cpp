@@ -171,7 +171,7 @@ TEST_CASE("errors: the documented values of empty and degenerate input", "[norm]
         norm::l2_norm_forward(view(zeros.data(), 3, 4), 2.0, d.Y);
         for (float value : d.y) CHECK(value == 0.0f);
     }
-    SECTION("NaN or inf in one row has no documented value but leaves the other rows alone") {
+    SECTION("NaN or inf in one row leaves the other rows alone") {
         const std::vector<float> clean = d.x;
         std::vector<float> expected(12), poisoned = clean;
         norm::rms_norm_forward(view(clean.data(), 3, 4), d.w, view(expected.data(), 3, 4));
@@ -487,4 +487,134 @@ TEST_CASE("errors: aliasing of the logit-norm outputs: disjoint from the logits"
     norm::selective_classification_score(view(side_by_side.data(), 3, 4),
                                          vector_view<float>(side_by_side.data() + 12, 3));
     CHECK(std::memcmp(scores.data(), side_by_side.data() + 12, 3 * sizeof(float)) == 0);
+}
+
+TEST_CASE("errors: NaN and ±inf in the row norms' data give the documented values, row by row",
+          "[norm][errors][special]") {
+    const float nan_f = std::numeric_limits<float>::quiet_NaN(), inf_f = std::numeric_limits<float>::infinity();
+    for (const index_type n : {index_type(4), index_type(37)})
+        for (const float bad : {nan_f, inf_f, -inf_f})
+            for (const index_type at : {index_type(0), index_type(2)}) {
+                INFO("n = " << n << ", x(1, " << at << ") = " << bad);
+                const bool is_nan = std::isnan(bad);
+                std::vector<float> clean(static_cast<std::size_t>(3 * n)), dy(clean.size()), w(n, 1.5f), b(n, 0.5f);
+                for (std::size_t k = 0; k < clean.size(); ++k) {
+                    clean[k] = 0.3f * static_cast<float>(k % 5) - 0.5f;
+                    dy[k] = 0.2f * static_cast<float>(k % 3) - 0.1f;
+                }
+                std::vector<float> x = clean;
+                x[static_cast<std::size_t>(n + at)] = bad;
+                const auto X = view(x.data(), 3, n), CLEAN = view(clean.data(), 3, n), DY = view(dy.data(), 3, n);
+                std::vector<float> y(clean.size()), ref(clean.size()), dx(clean.size()), ref_dx(clean.size());
+                const auto Y = view(y.data(), 3, n), REF = view(ref.data(), 3, n), DX = view(dx.data(), 3, n),
+                           REF_DX = view(ref_dx.data(), 3, n);
+                const auto row = [&](const std::vector<float>& v, index_type i) { return v.data() + i * n; };
+                // Rows 0 and 2 as from clean data; row 1 checked element by element.
+                const auto others_clean = [&](const std::vector<float>& got, const std::vector<float>& expected) {
+                    CHECK(std::memcmp(row(got, 0), row(expected, 0), n * sizeof(float)) == 0);
+                    CHECK(std::memcmp(row(got, 2), row(expected, 2), n * sizeof(float)) == 0);
+                };
+                const auto all_nan = [&](const float* values, index_type count) {
+                    for (index_type j = 0; j < count; ++j) CHECK(std::isnan(values[j]));
+                };
+                // The RMS forms and L2: NaN → the row NaN; ±inf → ±0 at finite elements, NaN at the infinite one.
+                const auto rms_like_row = [&](const std::vector<float>& got) {
+                    for (index_type j = 0; j < n; ++j) {
+                        if (is_nan || j == at)
+                            CHECK(std::isnan(row(got, 1)[j]));
+                        else
+                            CHECK(row(got, 1)[j] == 0.0f);
+                    }
+                };
+                std::vector<float> rstd(3), ref_rstd(3), dw(n), mean(3), db(n), ref_db(n);
+                norm::rms_norm_forward(X, w, Y, rstd);
+                norm::rms_norm_forward(CLEAN, w, REF, ref_rstd);
+                others_clean(y, ref);
+                rms_like_row(y);
+                CHECK((is_nan ? std::isnan(rstd[1]) : rstd[1] == 0.0f));
+                norm::rms_norm_backward(DY, X, w, DX, dw, rstd);
+                norm::rms_norm_backward(DY, CLEAN, w, REF_DX, {}, ref_rstd);
+                others_clean(dx, ref_dx);
+                all_nan(row(dx, 1), n);
+                for (index_type j = 0; j < n; ++j) CHECK(std::isnan(dw[j]) == (is_nan || j == at));
+
+                norm::layer_norm_forward(X, w, b, Y, mean, rstd);
+                norm::layer_norm_forward(CLEAN, w, b, REF, {}, ref_rstd);
+                others_clean(y, ref);
+                all_nan(row(y, 1), n);
+                CHECK(std::isnan(rstd[1]));
+                CHECK(!std::isfinite(mean[1]));
+                norm::layer_norm_backward(DY, X, w, DX, dw, db, mean, rstd);
+                norm::layer_norm_backward(DY, X, w, REF_DX, {}, ref_db, mean, rstd);
+                all_nan(row(dx, 1), n);
+                all_nan(dw.data(), n);
+                CHECK(db == ref_db);
+                std::vector<float> clean_mean(3);
+                norm::layer_norm_forward(CLEAN, w, b, REF, clean_mean, ref_rstd);
+                norm::layer_norm_backward(DY, CLEAN, w, REF_DX, {}, {}, clean_mean, ref_rstd);
+                others_clean(dx, ref_dx);
+
+                // DyT and Derf, element by element: t = ±1 at ±inf, NaN at NaN.
+                const auto pointwise = [&](auto forward, auto backward) {
+                    forward(X, Y);
+                    forward(CLEAN, REF);
+                    for (index_type k = 0; k < 3 * n; ++k) {
+                        const auto i = static_cast<std::size_t>(k);
+                        if (k != n + at)
+                            CHECK(std::memcmp(&y[i], &ref[i], sizeof(float)) == 0);
+                        else if (is_nan)
+                            CHECK(std::isnan(y[i]));
+                        else
+                            CHECK(y[i] == (bad > 0 ? 1.5f : -1.5f) + 0.5f);
+                    }
+                    const float d_alpha = backward(X, DX);
+                    backward(CLEAN, REF_DX);
+                    for (index_type k = 0; k < 3 * n; ++k) {
+                        const auto i = static_cast<std::size_t>(k);
+                        if (k != n + at)
+                            CHECK(std::memcmp(&dx[i], &ref_dx[i], sizeof(float)) == 0);
+                        else if (is_nan)
+                            CHECK(std::isnan(dx[i]));
+                        else
+                            CHECK(dx[i] == 0.0f);
+                    }
+                    CHECK(std::isnan(d_alpha));
+                };
+                pointwise([&](auto in, auto out) { norm::dyt_forward(in, 0.7, w, b, out); },
+                          [&](auto in, auto out) { return norm::dyt_backward(DY, in, 0.7, w, out); });
+                pointwise([&](auto in, auto out) { norm::derf_forward(in, 0.7, 0.1, w, b, out); },
+                          [&](auto in, auto out) { return norm::derf_backward(DY, in, 0.7, 0.1, w, out).alpha; });
+
+                norm::l2_norm_forward(X, 2.0, Y);
+                norm::l2_norm_forward(CLEAN, 2.0, REF);
+                others_clean(y, ref);
+                rms_like_row(y);
+                CHECK(std::isnan(norm::l2_norm_backward(DY, X, 2.0, DX)));
+                norm::l2_norm_backward(DY, CLEAN, 2.0, REF_DX);
+                others_clean(dx, ref_dx);
+                all_nan(row(dx, 1), n);
+
+                std::vector<float> alpha(n, 0.5f), beta(n, 0.25f);
+                norm::seed_norm_forward(X, alpha, beta, w, Y, rstd);
+                norm::seed_norm_forward(CLEAN, alpha, beta, w, REF, ref_rstd);
+                others_clean(y, ref);
+                rms_like_row(y);
+                norm::seed_norm_backward(DY, X, alpha, beta, w, DX, {}, {}, {}, rstd);
+                norm::seed_norm_backward(DY, CLEAN, alpha, beta, w, REF_DX, {}, {}, {}, ref_rstd);
+                others_clean(dx, ref_dx);
+                all_nan(row(dx, 1), n);
+
+                const std::vector<index_type> labels = {0, 1, 2};
+                std::vector<float> losses(3), ref_losses(3), scores(3), ref_scores(3);
+                CHECK(std::isnan(norm::logit_norm_loss_gradient(X, labels, DX, losses)));
+                norm::logit_norm_loss_gradient(CLEAN, labels, REF_DX, ref_losses);
+                others_clean(dx, ref_dx);
+                all_nan(row(dx, 1), n);
+                CHECK(std::isnan(losses[1]));
+                CHECK((losses[0] == ref_losses[0] && losses[2] == ref_losses[2]));
+                norm::selective_classification_score(X, scores);
+                norm::selective_classification_score(CLEAN, ref_scores);
+                CHECK(std::isnan(scores[1]));
+                CHECK((scores[0] == ref_scores[0] && scores[2] == ref_scores[2]));
+            }
 }

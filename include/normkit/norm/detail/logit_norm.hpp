@@ -127,6 +127,11 @@ void selective_classification_score(matrix_view<const T> logits, vector_view<sta
             }
             const C mean = static_cast<C>(core::row_moments(in, n).mean);
             const auto [largest, smallest] = row_extremes(in, n);
+            // A NaN makes the mean NaN, a ±inf an extreme infinite: the score of such a row is NaN.
+            if (!std::isfinite(mean) || !std::isfinite(largest) || !std::isfinite(smallest)) {
+                scores[row] = std::numeric_limits<C>::quiet_NaN();
+                continue;
+            }
             const C top = largest - mean, magnitude = std::max(largest - mean, mean - smallest);
             if (!(magnitude > 0) || !(top > 0)) {
                 scores[row] = 0;  // a constant row (top > 0 whenever the row is not constant)
