@@ -210,8 +210,6 @@ bool same_bits(const std::vector<float>& a, const float* b) {
     return std::memcmp(a.data(), b, a.size() * sizeof(float)) == 0;
 }
 
-const char* const overlap = "overlaps";
-
 }  // namespace
 
 TEST_CASE("errors: aliasing of the row norms' forwards: output may be the input itself, nothing else",
