@@ -3,10 +3,14 @@
 // of its message, or the documented value. Double rewards only.
 #include "support.hpp"
 
+#include <normkit/advantage/bnpo.hpp>
 #include <normkit/advantage/estimators.hpp>
+#include <normkit/advantage/gepo.hpp>
 #include <normkit/advantage/group_normalize.hpp>
 #include <normkit/advantage/multi_reward.hpp>
 #include <normkit/advantage/returns.hpp>
+#include <normkit/advantage/scrl.hpp>
+#include <normkit/advantage/spo.hpp>
 #include <normkit/advantage/whiten.hpp>
 
 #include <limits>
@@ -324,5 +328,127 @@ TEST_CASE("errors: group_normalize names the lowest bad sample and group at ever
         std::vector<std::int64_t> ids(64);
         for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>((i * 5) % 16);
         require_error_naming([&] { group_normalize(rewards, group_ids(ids), out, strict); }, "rewards[13] is nan");
+    }
+}
+
+TEST_CASE("errors: aliasing: an advantage output overlaps no input, but where it may be its own input",
+          "[advantage][errors][aliasing]") {
+    // One buffer of 7 for the rewards and the outputs placed over them: at(0) is the rewards
+    // themselves, at(1) a partial overlap by one element.
+    std::vector<double> buffer = {1, 2, 3, 4, 5, 6, 0}, out(6);
+    const auto at = [&](index_type offset) { return vector_view<double>(buffer.data() + offset, 6); };
+    const vector_view<const double> rewards(buffer.data(), 6);
+    const auto groups = contiguous_groups(3);
+    SECTION("group_normalize and the estimators built on it: disjoint from every input") {
+        require_error_naming([&] { group_normalize(rewards, groups, at(0)); },
+                             "output (6) overlaps rewards (6); output must be disjoint from rewards");
+        require_error_naming([&] { group_normalize(rewards, groups, at(1)); }, "output (6) overlaps rewards (6)");
+        std::vector<float> narrow = {1, 2, 3, 4, 5, 6};
+        group_normalize_options whitened;
+        whitened.whiten.mode = whiten_mode::sample_weighted;
+        require_error_naming([&] { group_normalize(narrow, groups, narrow, whitened); }, "output (6) overlaps rewards");
+        std::vector<std::int64_t> ids = {0, 0, 1, 1, 2, 2}, lengths = {1, 2, 3, 4, 5, 6};
+        const vector_view<double> over_ids(reinterpret_cast<double*>(ids.data()), 6);
+        require_error_naming([&] { group_normalize(rewards, group_ids(ids), over_ids); },
+                             "output (6) overlaps group ids (6)");
+        reward_inputs<double> inputs;
+        inputs.rewards = vector_view<const double>(out.data(), 6);
+        inputs.grouping = groups;
+        inputs.lengths = lengths;
+        require_error_naming(
+            [&] { group_normalize(inputs, vector_view<double>(reinterpret_cast<double*>(lengths.data()), 6)); },
+            "output (6) overlaps lengths (6)");
+        require_error_naming([&] { grpo(rewards, groups, at(0)); }, "output (6) overlaps rewards");
+        require_error_naming([&] { dr_grpo(rewards, groups, at(1)); }, "output (6) overlaps rewards");
+        require_error_naming([&] { rloo(rewards, groups, at(0)); }, "output (6) overlaps rewards");
+        require_error_naming([&] { gpg(rewards, groups, at(0)); }, "output (6) overlaps rewards");
+        require_error_naming([&] { gapo(rewards, groups, at(1)); }, "output (6) overlaps rewards");
+        require_error_naming([&] { opo(rewards, groups, lengths, at(0)); }, "output (6) overlaps rewards");
+        require_error_naming([&] { pass_at_k(rewards, groups, at(0)); }, "output (6) overlaps rewards");
+        require_error_naming([&] { pass_at_k(rewards, groups, at(1)); }, "output (6) overlaps rewards");
+        const vector_view<std::uint8_t> keep(reinterpret_cast<std::uint8_t*>(buffer.data()), 6);
+        require_error_naming([&] { dapo_filter(rewards, groups, keep); }, "keep (6) overlaps rewards (6)");
+        std::vector<double> binary = {0, 1, 1, 0, 0, 1, 0};
+        require_error_naming(
+            [&] {
+                bnpo(vector_view<const double>(binary.data(), 6), groups, vector_view<double>(binary.data() + 1, 6));
+            },
+            "output (6) overlaps rewards (6)");
+        spo_tracker tracker;
+        require_error_naming(
+            [&] {
+                tracker.advantages(ids, vector_view<const double>(binary.data(), 6),
+                                   vector_view<double>(binary.data() + 1, 6));
+            },
+            "output (6) overlaps rewards (6)");
+    }
+    SECTION("w_reinforce and dna_train may write over their input: the same bits") {
+        std::vector<double> signed_rewards = {1, -2, 3, -4, 0.5, -0.25}, in_place = signed_rewards;
+        w_reinforce(signed_rewards, out);
+        w_reinforce(in_place, in_place);
+        CHECK(in_place == out);
+        in_place = signed_rewards;
+        dna_train(signed_rewards, out, {3});
+        dna_train(in_place, in_place, {3});
+        CHECK(in_place == out);
+        require_error_naming([&] { w_reinforce(rewards, at(1)); },
+                             "output (6) overlaps rewards (6); output may be rewards itself or disjoint from it");
+        require_error_naming([&] { dna_train(rewards, at(1), {3}); },
+                             "output (6) overlaps advantages (6); output may be advantages itself");
+    }
+    SECTION("gepo may write over its advantages, over nothing else") {
+        std::vector<double> advantages = {1, -2, 3, -4, 0.5, -0.25}, log_probs(12), mask(12, 1.0), shaped(6);
+        for (std::size_t k = 0; k < log_probs.size(); ++k) log_probs[k] = -0.1 * static_cast<double>(k + 1);
+        const auto L = view(log_probs.data(), 6, 2), M = view(mask.data(), 6, 2);
+        gepo_state state, state_in_place;
+        gepo(advantages, groups, L, M, state, shaped);
+        std::vector<double> in_place = advantages;
+        gepo(in_place, groups, L, M, state_in_place, in_place);
+        CHECK(in_place == shaped);
+        std::vector<double> wide = advantages;
+        wide.push_back(0);
+        require_error_naming(
+            [&] {
+                gepo(vector_view<const double>(wide.data(), 6), groups, L, M, state,
+                     vector_view<double>(wide.data() + 1, 6));
+            },
+            "output (6) overlaps advantages (6)");
+        require_error_naming(
+            [&] { gepo(advantages, groups, L, M, state, vector_view<double>(log_probs.data() + 3, 6)); },
+            "output (6) overlaps log_probs (6x2)");
+    }
+    SECTION("the matrix estimators: outputs disjoint from every input and each other") {
+        std::vector<double> columns = {1, 0, 0, 1, 1, 1, 0, 0, 1, 0, 0, 1}, two(6);
+        const auto C = view(columns.data(), 6, 2);
+        require_error_naming([&] { gdpo(C, groups, vector_view<double>(columns.data() + 6, 6)); },
+                             "output (6) overlaps reward_columns (6x2)");
+        sa_mrpo_options saturation;
+        saturation.lower = {0, 0};
+        saturation.upper = {1, 1};
+        require_error_naming([&] { sa_mrpo(C, groups, two, vector_view<double>(columns.data(), 2), saturation); },
+                             "effective_weights (2) overlaps reward_columns (6x2)");
+        require_error_naming([&] { bnpo_decomposed(C, groups, vector_view<double>(columns.data() + 1, 6)); },
+                             "output (6) overlaps reward_columns (6x2)");
+        require_error_naming([&] { scrl(C, groups, C); }, "output (6x2) overlaps subproblem_rewards (6x2)");
+        std::vector<double> token_rewards(8, 0.5), token_mask(8, 1.0), advantages(8), returns(9);
+        const auto R = view(token_rewards.data(), 2, 4), TM = view(token_mask.data(), 2, 4);
+        std::vector<double> values = {1, 2, -3, 4, 0.5, 6, 7, -8}, whitened(8), in_place = values;
+        masked_whiten(view(values.data(), 2, 4), TM, view(whitened.data(), 2, 4));
+        masked_whiten(view(in_place.data(), 2, 4), TM, view(in_place.data(), 2, 4));
+        CHECK(in_place == whitened);
+        values.push_back(0);
+        require_error_naming([&] { masked_whiten(view(values.data(), 2, 4), TM, view(values.data() + 1, 2, 4)); },
+                             "output (2x4) overlaps values (2x4); output may be values itself");
+        require_error_naming([&] { masked_whiten(R, TM, TM); }, "output (2x4) overlaps mask (2x4)");
+        require_error_naming([&] { reinforce_pp(R, TM, R); }, "output (2x4) overlaps token_rewards (2x4)");
+        require_error_naming([&] { reinforce_pp(R, TM, view(returns.data(), 2, 4), view(returns.data() + 1, 2, 4)); },
+                             "returns (2x4) overlaps advantages (2x4)");
+        require_error_naming([&] { remax(R, TM, std::vector<double>(2), view(token_mask.data(), 2, 4)); },
+                             "output (2x4) overlaps token_mask (2x4)");
+        require_error_naming(
+            [&] {
+                remax(R, TM, std::vector<double>(2), view(advantages.data(), 2, 4), view(token_rewards.data(), 2, 4));
+            },
+            "returns (2x4) overlaps token_rewards (2x4)");
     }
 }

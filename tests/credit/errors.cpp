@@ -5,8 +5,13 @@
 #include "support.hpp"
 
 #include <normkit/credit/broadcast.hpp>
+#include <normkit/credit/cort.hpp>
+#include <normkit/credit/entropy.hpp>
 #include <normkit/credit/logits_statistics.hpp>
+#include <normkit/credit/optimal_token_baseline.hpp>
 #include <normkit/credit/returns.hpp>
+#include <normkit/credit/spans.hpp>
+#include <normkit/credit/turns.hpp>
 
 #include <limits>
 
@@ -123,4 +128,92 @@ TEST_CASE("errors: broadcast_advantages and the discounted returns name shapes a
     credit::broadcast_advantages(vector_view<const double>(advantages), view(mask.data(), 2, 3),
                                  view(out.data(), 2, 3));
     CHECK(out == std::vector<double>{1.0, 1.0, 0.0, -1.0, 0.0, 0.0});
+}
+
+TEST_CASE("errors: aliasing: every credit output is disjoint from every input and from the other outputs",
+          "[credit][errors][aliasing]") {
+    // One buffer of 2 × 3 + 1: at(0) is the token data's own place, at(1) a partial overlap by one element.
+    std::vector<double> buffer = {0.5, 1.0, 0.25, 2.0, 0.75, 1.5, 0.0}, mask = {1, 1, 0, 1, 1, 1}, out(6), other(6),
+                        advantages = {1.0, -1.0};
+    const auto at = [&](index_type offset) { return view(buffer.data() + offset, 2, 3); };
+    const matrix_view<const double> data = at(0), M = view(mask.data(), 2, 3);
+    const auto OUT = view(out.data(), 2, 3);
+    const auto groups = contiguous_groups(2);
+    SECTION("the logits kernels") {
+        std::vector<float> logits = {0.5f, -1.0f, 2.0f, 0.0f, 1.0f, -0.5f}, statistics(4), gradient(6);
+        const std::vector<index_type> tokens = {2, 0};
+        const auto Z = view(logits.data(), 2, 3);
+        require_error_naming(
+            [&] {
+                credit::logits_statistics(Z, tokens, vector_view<float>(statistics.data(), 2),
+                                          vector_view<float>(statistics.data() + 1, 2));
+            },
+            "token_log_probability (2) overlaps entropy (2)");
+        require_error_naming([&] { credit::logits_statistics(Z, tokens, vector_view<float>(logits.data() + 4, 2)); },
+                             "token_log_probability (2) overlaps logits (2x3)");
+        const std::vector<float> g = {1.0f, 0.5f};
+        require_error_naming(
+            [&] { credit::logits_backward(g, Z, tokens, view(logits.data(), 2, 3)); },
+            "logits_gradient (2x3) overlaps logits (2x3); logits_gradient must be disjoint from logits");
+        std::vector<float> lse(2);
+        credit::logits_statistics(Z, tokens, {}, {}, {}, lse);
+        std::vector<float> shared = {1.0f, 0.5f, 0, 0, 0, 0, 0};
+        require_error_naming(
+            [&] {
+                credit::logits_backward(vector_view<const float>(shared.data(), 2), Z, tokens,
+                                        view(shared.data() + 1, 2, 3), lse);
+            },
+            "logits_gradient (2x3) overlaps output_gradient (2)");
+    }
+    SECTION("broadcast, returns, GAE, OTB") {
+        require_error_naming(
+            [&] { credit::broadcast_advantages(vector_view<const double>(buffer.data() + 5, 2), M, at(0)); },
+            "output (2x3) overlaps advantages (2)");
+        require_error_naming([&] { credit::discounted_returns(data, M, at(1)); },
+                             "returns (2x3) overlaps rewards (2x3)");
+        require_error_naming([&] { credit::discounted_returns(data, M, view(mask.data(), 2, 3)); },
+                             "returns (2x3) overlaps mask (2x3)");
+        require_error_naming([&] { credit::generalized_advantage_estimation(data, M, M, OUT, OUT); },
+                             "advantages (2x3) overlaps returns (2x3)");
+        require_error_naming([&] { credit::generalized_advantage_estimation(M, data, M, at(0)); },
+                             "advantages (2x3) overlaps values (2x3)");
+        require_error_naming([&] { credit::optimal_token_baseline(data, M, groups, M, M, {}, at(1)); },
+                             "advantages (2x3) overlaps rewards (2x3)");
+    }
+    SECTION("CoRT, entropy, HAPO, spans") {
+        require_error_naming([&] { credit::cort_weights(data, M, M, advantages, at(0), {}); },
+                             "weights (2x3) overlaps log_prob_rubric (2x3)");
+        require_error_naming([&] { credit::cort_weights(M, M, M, advantages, OUT, OUT); },
+                             "weights (2x3) overlaps token_advantages (2x3)");
+        require_error_naming([&] { credit::top_entropy_mask(data, M, at(1)); }, "keep (2x3) overlaps entropy (2x3)");
+        require_error_naming([&] { credit::hapo_entropy_signal(data, M, at(0)); }, "signal (2x3) overlaps entropy");
+        require_error_naming(
+            [&] { credit::hapo_token_advantages(vector_view<const double>(buffer.data(), 2), groups, M, at(0)); },
+            "output (2x3) overlaps scores (2)");
+        require_error_naming([&] { credit::hapo_clip_ranges(data, OUT, OUT); },
+                             "clip_low_out (2x3) overlaps clip_high_out (2x3)");
+        require_error_naming([&] { credit::hapo_redistribute(M, data, M, M, M, M, at(0)); },
+                             "output (2x3) overlaps signal (2x3)");
+        const std::vector<credit::span> spans = {{0, 0, 2, 0}};
+        require_error_naming([&] { credit::span_advantages(spans, data, M, {}, at(1)); },
+                             "output (2x3) overlaps position_advantages (2x3)");
+    }
+    SECTION("the per-turn estimators") {
+        const std::vector<index_type> turns = {3, 2};
+        require_error_naming([&] { credit::mapo_advantages(data, turns, groups, at(0)); },
+                             "advantages (2x3) overlaps rewards (2x3)");
+        require_error_naming([&] { credit::gtpo_advantages(data, turns, groups, at(1)); },
+                             "advantages (2x3) overlaps rewards (2x3)");
+        require_error_naming([&] { credit::a2tgpo_advantages(data, turns, groups, advantages, OUT, OUT); },
+                             "advantages (2x3) overlaps clip_scale (2x3)");
+        require_error_naming(
+            [&] { credit::a2tgpo_advantages(M, turns, groups, vector_view<const double>(buffer.data(), 2), at(1)); },
+            "advantages (2x3) overlaps outcome_advantages (2)");
+        const std::vector<index_type> turn_index = {0, 1, 1, 0, 0, -1};
+        require_error_naming([&] { credit::turns_to_tokens(data, view(turn_index.data(), 2, 3), at(0)); },
+                             "output (2x3) overlaps per_turn (2x3)");
+    }
+    // Disjoint outputs still run: the broadcast of the documented values.
+    credit::broadcast_advantages(vector_view<const double>(advantages), M, OUT);
+    CHECK(out == std::vector<double>{1.0, 1.0, 0.0, -1.0, -1.0, -1.0});
 }

@@ -4,8 +4,11 @@
 #include "support.hpp"
 
 #include <normkit/loss/aggregate.hpp>
+#include <normkit/loss/covariance_selection.hpp>
 #include <normkit/loss/kl.hpp>
 #include <normkit/loss/policy_loss.hpp>
+#include <normkit/loss/rollout_correction.hpp>
+#include <normkit/loss/value_loss.hpp>
 
 #include <limits>
 
@@ -168,5 +171,139 @@ TEST_CASE("errors: the loss module's documented values for masked NaN, all-maske
         in.advantages = view(none.data(), 0, 1);
         CHECK(loss::policy_loss(in).loss == 0.0);
         CHECK(loss::aggregate_loss(empty).loss == 0.0);
+    }
+}
+
+namespace {
+
+// A 2 × 3 view k elements into a copy of `values` with room to spare: at(0) is the values'
+// own place, at(1) a partial overlap of it by one element.
+struct arena {
+    std::vector<double> storage;
+    explicit arena(std::vector<double> values) : storage(std::move(values)) { storage.resize(storage.size() + 3); }
+    matrix_view<double> at(index_type offset = 0) { return view(storage.data() + offset, 2, 3); }
+    std::vector<double> values() const { return {storage.begin(), storage.begin() + 6}; }
+};
+
+}  // namespace
+
+TEST_CASE("errors: aliasing of aggregate_loss, kl_penalty, value_loss and the corrections",
+          "[loss][errors][aliasing]") {
+    tokens t;
+    SECTION("aggregate_loss: weights may be loss or mask itself") {
+        const auto separate = loss::aggregate_loss(t.X, t.M, t.OUT);
+        arena over_loss(t.x), over_mask(t.mask);
+        const auto in_place = loss::aggregate_loss(over_loss.at(), t.M, over_loss.at());
+        CHECK((in_place.loss == separate.loss && over_loss.values() == t.out));
+        CHECK(loss::aggregate_loss(t.X, over_mask.at(), over_mask.at()).loss == separate.loss);
+        CHECK(over_mask.values() == t.out);
+        arena a(t.x);
+        require_error_naming([&] { loss::aggregate_loss(a.at(), t.M, a.at(1)); },
+                             "weights (2x3) overlaps loss (2x3); weights may be loss itself or disjoint from it");
+    }
+    SECTION("kl_penalty: value and gradient may each be log_probs or ref_log_probs itself, not each other") {
+        loss::kl_penalty(t.X, t.REF, t.OUT, t.G);
+        arena x(t.x), ref(t.ref);
+        loss::kl_penalty(x.at(), ref.at(), x.at(), ref.at());
+        CHECK((x.values() == t.out && ref.values() == t.g));
+        arena a(t.x);
+        require_error_naming([&] { loss::kl_penalty(a.at(), t.REF, a.at(1)); }, "value (2x3) overlaps log_probs (2x3)");
+        require_error_naming([&] { loss::kl_penalty(t.X, t.REF, t.OUT, t.OUT); },
+                             "gradient (2x3) overlaps value (2x3); gradient must be disjoint from value");
+    }
+    SECTION("value_loss: values_gradient may be values, old_values or returns itself") {
+        const std::vector<double> returns = {-0.8, -0.4, -1.0, 0.1, -1.0, -0.9};
+        const auto R = view(returns.data(), 2, 3);
+        loss::value_loss_options clipped;
+        clipped.clip = 0.2;
+        const auto separate = loss::value_loss(t.X, t.OLD, R, t.M, t.G, clipped);
+        arena x(t.x);
+        const auto in_place = loss::value_loss(x.at(), t.OLD, R, t.M, x.at(), clipped);
+        CHECK((in_place.loss == separate.loss && x.values() == t.g));
+        require_error_naming([&] { loss::value_loss(t.X, t.OLD, R, t.M, t.M, clipped); },
+                             "values_gradient (2x3) overlaps mask (2x3)");
+        require_error_naming([&] { loss::value_loss(x.at(), t.OLD, R, t.M, x.at(1), clipped); },
+                             "values_gradient (2x3) overlaps values (2x3)");
+    }
+    SECTION("rollout_correction_weights: weights may be log_probs itself; the selections overlap nothing") {
+        for (const auto level : {loss::correction_level::token, loss::correction_level::sequence}) {
+            loss::rollout_correction_options options;
+            options.level = level;
+            loss::rollout_correction_weights(t.X, t.OLD, t.M, t.OUT, options);
+            arena x(t.x);
+            loss::rollout_correction_weights(x.at(), t.OLD, t.M, x.at(), options);
+            CHECK(x.values() == t.out);
+        }
+        arena a(t.old);
+        require_error_naming([&] { loss::rollout_correction_weights(t.X, a.at(), t.M, a.at()); },
+                             "weights (2x3) overlaps rollout_log_probs (2x3)");
+        require_error_naming([&] { loss::covariance_selection(t.X, t.OLD, t.A, t.M, t.X); },
+                             "selected (2x3) overlaps log_probs (2x3)");
+        require_error_naming([&] { loss::off_policy_sequence_mask(t.X, t.OLD, t.A, t.M, t.A, 0.5); },
+                             "keep (2x1) overlaps advantages (2x1)");
+    }
+}
+
+TEST_CASE("errors: aliasing of the surrogates and policy_loss: an output may be one input, not another output",
+          "[loss][errors][aliasing]") {
+    tokens t;
+    for (const auto mode : {loss::surrogate_mode::ppo_clip, loss::surrogate_mode::gspo_sequence}) {
+        INFO("mode " << static_cast<int>(mode));
+        loss::policy_surrogate_options options;
+        options.mode = mode;
+        // forward: loss over log_probs, over old_log_probs
+        loss::policy_surrogate_forward(t.inputs(), t.OUT, options);
+        tokens u;
+        arena x(u.x), old(u.old);
+        auto in = u.inputs();
+        in.log_probs = x.at();
+        loss::policy_surrogate_forward(in, x.at(), options);
+        CHECK(x.values() == t.out);
+        in = u.inputs();
+        in.old_log_probs = old.at();
+        loss::policy_surrogate_forward(in, old.at(), options);
+        CHECK(old.values() == t.out);
+        // backward: the gradient over loss_gradient, over the mask
+        const std::vector<double> upstream = {0.5, -1.0, 0.25, 2.0, 1.5, -0.75};
+        loss::policy_surrogate_backward(view(upstream.data(), 2, 3), t.inputs(), t.G, options);
+        arena up(upstream), mask(u.mask);
+        loss::policy_surrogate_backward(up.at(), u.inputs(), up.at(), options);
+        CHECK(up.values() == t.g);
+        in = u.inputs();
+        in.mask = mask.at();
+        loss::policy_surrogate_backward(view(upstream.data(), 2, 3), in, mask.at(), options);
+        CHECK(mask.values() == t.g);
+        arena a(u.x);
+        in = u.inputs();
+        in.log_probs = a.at();
+        require_error_naming([&] { loss::policy_surrogate_forward(in, a.at(1), options); },
+                             "loss (2x3) overlaps log_probs (2x3); loss may be log_probs itself");
+        require_error_naming([&] { loss::policy_surrogate_backward(up.at(), u.inputs(), up.at(1), options); },
+                             "log_probs_gradient (2x3) overlaps loss_gradient (2x3)");
+    }
+    SECTION("policy_loss: each gradient may be one input itself, never the other gradient") {
+        std::vector<double> entropies = {0.5, 1.0, 0.25, 2.0, 0.75, 1.5}, entropy_gradient(6);
+        loss::policy_loss_options options;
+        options.use_kl_loss = true;
+        options.entropy_coefficient = 0.01;
+        auto in = t.inputs();
+        in.entropies = view(entropies.data(), 2, 3);
+        const auto separate = loss::policy_loss(in, t.G, view(entropy_gradient.data(), 2, 3), options);
+        tokens u;
+        arena x(u.x), h(entropies);
+        auto in_place = u.inputs();
+        in_place.log_probs = x.at();
+        in_place.entropies = h.at();
+        const auto result = loss::policy_loss(in_place, x.at(), h.at(), options);
+        CHECK(result.loss == separate.loss);
+        CHECK((x.values() == t.g && h.values() == entropy_gradient));
+        require_error_naming([&] { loss::policy_loss(in, t.OUT, t.OUT, options); },
+                             "entropy_gradient (2x3) overlaps log_probs_gradient (2x3)");
+        arena a(u.old);
+        in_place = u.inputs();
+        in_place.entropies = view(entropies.data(), 2, 3);
+        in_place.old_log_probs = a.at();
+        require_error_naming([&] { loss::policy_loss(in_place, a.at(1), {}, options); },
+                             "log_probs_gradient (2x3) overlaps old_log_probs (2x3)");
     }
 }

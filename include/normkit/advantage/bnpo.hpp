@@ -22,6 +22,8 @@
 //   binary rewards.
 // - The fitted α and β are returned so a caller can log them.
 // - No validity mask: NaN or infinite rewards are bad input.
+//
+// Memory (checked): output overlaps no input (rewards or reward_columns, group ids).
 #pragma once
 
 #include "estimators.hpp"
@@ -65,6 +67,7 @@ std::vector<beta_parameters> bnpo_decomposed(const Columns& reward_columns, cons
     using O = typename decltype(out)::value_type;
     const index_type n = columns.rows, K = columns.cols;
     core::require(out.size == n, "output has length ", out.size, " but reward_columns has ", n, " rows");
+    core::require_disjoint("output", out, "reward_columns", columns, "group ids", grouping);
     core::require(K >= 1, "reward_columns has no column");
     std::vector<T> column(static_cast<std::size_t>(n));
     std::vector<double> part(static_cast<std::size_t>(n)), total(static_cast<std::size_t>(n), 0.0);

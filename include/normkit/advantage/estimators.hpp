@@ -37,6 +37,11 @@
 //   (real first, counterfactual second, G = options.group_size); a side whose Σ|A| is 0 stays 0.
 // - Settings that are not learned (λ of w_reinforce, G of dna_train, the group-of-one rule of
 //   dr_grpo) are fields of options structs; options with threads inherit execution_options.
+//
+// Memory (checked; an overlap is a normkit::error naming both arguments): the outputs of
+// grpo, dr_grpo, rloo, opo, gpg, gapo (group_normalize), pass_at_k and dapo_filter's keep
+// overlap no input (rewards, lengths, group ids); w_reinforce's and dna_train's output may
+// be their input itself (each element is read before it is written) or disjoint from it.
 #pragma once
 
 #include "detail/inputs.hpp"
@@ -151,6 +156,7 @@ void pass_at_k(const Rewards& rewards, const groups& grouping, Output&& output, 
     auto out = detail::mutable_vector(std::forward<Output>(output));
     using O = typename decltype(out)::value_type;
     core::require(out.size == data.size, "output has length ", out.size, " but rewards has length ", data.size);
+    core::require_disjoint("output", out, "rewards", data, "group ids", grouping);
     detail::require_eps("eps", options.eps, eps_mode::add_to_std);
     const auto layout = core::resolve(grouping, data.size);
     for (index_type i = 0; i < out.size; ++i) out[i] = O(0);
@@ -197,6 +203,7 @@ index_type dapo_filter(const Rewards& rewards, const groups& grouping, vector_vi
                        const dapo_filter_options& options = {}) {
     const auto data = detail::const_vector(rewards);
     core::require(keep.size == data.size, "keep has length ", keep.size, " but rewards has length ", data.size);
+    core::require_disjoint("keep", keep, "rewards", data, "group ids", grouping);
     core::require(options.rule != dapo_filter_rule::mean_in_range || options.low < options.high, "dapo_filter range (",
                   options.low, ", ", options.high, ") is empty");
     const bool in_range = options.rule == dapo_filter_rule::mean_in_range;
@@ -232,6 +239,7 @@ void w_reinforce(const Rewards& rewards, Output&& output, const w_reinforce_opti
     auto out = detail::mutable_vector(std::forward<Output>(output));
     using O = typename decltype(out)::value_type;
     core::require(out.size == data.size, "output has length ", out.size, " but rewards has length ", data.size);
+    core::require_same_or_disjoint("output", out, "rewards", data);
     core::require(positive_weight >= 0 && std::isfinite(positive_weight),
                   "positive_weight must be finite and ≥ 0, got ", positive_weight);
     for (index_type i = 0; i < data.size; ++i) {
@@ -253,6 +261,7 @@ void dna_train(const Advantages& advantages, Output&& output, const dna_train_op
     using O = typename decltype(out)::value_type;
     core::require(group_size > 0, "group_size must be positive, got ", group_size);
     core::require(out.size == data.size, "output has length ", out.size, " but advantages has length ", data.size);
+    core::require_same_or_disjoint("output", out, "advantages", data);
     core::require(data.size % (2 * group_size) == 0, "advantages has ", data.size,
                   " samples, not a multiple of 2 × group_size = ", 2 * group_size,
                   " (pairs of real and counterfactual groups)");

@@ -19,10 +19,13 @@
 //   With no group having tokens, the state is unchanged and nothing is shaped.
 // - The advantages come in (from grpo, say) with their groups, then the log-probs [n × T] and
 //   their mask (of the log-probs' storage type, nonzero = valid); the state is read and written
-//   (the first output), the shaped advantages go out (they may be the same memory as the input),
+//   (the first output), the shaped advantages go out (they may be the advantages themselves, checked),
 //   and group_entropy (optional, {}) receives H_g (0 for a group without tokens).
 // - α_high < α_low is the paper's requirement (length collapse otherwise); it is not enforced,
 //   every parameter is an option.
+// - Memory (checked): output is the advantages themselves or disjoint from them, and overlaps
+//   neither log_probs, the mask, group_entropy nor the group ids; group_entropy overlaps no
+//   argument.
 #pragma once
 
 #include "estimators.hpp"

@@ -69,7 +69,10 @@
 //   moments and the ragged scatter path are serial.
 // - Masks: valid is std::uint8_t, nonzero = the sample counts (a mask with no floating-point data
 //   beside it, docs/api.md); token_mask [n × T] is std::uint8_t too, nonzero = a token.
-// - output may alias nothing but itself; it has one entry per reward (float or double).
+// - output has one entry per reward (float or double) and overlaps no input (rewards, valid,
+//   lengths, token_mask, baseline, sequence_kl, the group ids): every input is read again after
+//   the first output is written (statistics, whitening). Checked: an overlap is a
+//   normkit::error naming both ("output (6) overlaps rewards (6); …").
 #pragma once
 
 #include "../core/execution.hpp"

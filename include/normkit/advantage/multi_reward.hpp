@@ -27,6 +27,9 @@
 //   skip NaN rewards. The source read (a blog post on arXiv 2608.16072) does not name the std variant.
 // - Degenerate: an empty batch does nothing; one scorable sample gives 0; a zero-spread column
 //   contributes 0.
+//
+// Memory (checked): output and effective_weights overlap no input (reward_columns, lengths,
+// token_mask, group ids) and not each other.
 #pragma once
 
 #include "estimators.hpp"
@@ -86,6 +89,8 @@ void sa_mrpo(const Columns& reward_columns, const groups& grouping, Output&& out
     const std::vector<double> adjusted = detail::sa_mrpo_weights(columns, options);
     core::require(effective_weights.empty() || effective_weights.size == columns.cols, "effective_weights has length ",
                   effective_weights.size, " but reward_columns has ", columns.cols, " columns");
+    core::require_disjoint("effective_weights", effective_weights, "reward_columns", columns, "output",
+                           as_vector(output), "group ids", grouping);
     for (index_type k = 0; k < effective_weights.size; ++k)
         effective_weights[k] = adjusted[static_cast<std::size_t>(k)];
     gdpo_options settings;

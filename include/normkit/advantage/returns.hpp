@@ -23,6 +23,9 @@
 //   matrix_views, any row stride) of one storage type, float or double: the mask masks the token
 //   rewards, so it has their type (nonzero = valid). reinforce_pp_baseline's token_mask has no
 //   token data beside it and is std::uint8_t, as group_normalize's. returns is optional ({}).
+//
+// Memory (checked): advantages and returns overlap no input (token_rewards, mask, baselines)
+// and not each other.
 #pragma once
 
 #include "../core/returns.hpp"

@@ -14,6 +14,8 @@
 //   token-credit module. Pass only the curriculum half of a mixed group: the paper normalizes
 //   within each half.
 // - A group of one: its columns are degenerate, so A = 0.
+//
+// Memory (checked): output overlaps neither subproblem_rewards nor the group ids.
 #pragma once
 
 #include "estimators.hpp"

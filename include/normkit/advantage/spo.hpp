@@ -19,6 +19,8 @@
 // - Degenerate: an empty batch does nothing; a batch of one sample gets A = 0 (its centred value;
 //   torch's std of one element would be NaN).
 // - The tracker is a plain value type; the caller holds it between steps (and may copy it).
+//
+// Memory (checked): the output of advantages and sampling_weights overlaps no input.
 #pragma once
 
 #include "estimators.hpp"
@@ -108,6 +110,7 @@ public:
         core::require(prompts.size == data.size, "prompt_ids has length ", prompts.size, " but rewards has length ",
                       data.size);
         core::require(out.size == data.size, "output has length ", out.size, " but rewards has length ", data.size);
+        core::require_disjoint("output", out, "prompt_ids", prompts, "rewards", data);
         const auto centred = [&](index_type i) { return static_cast<double>(data[i]) - value(prompts[i]); };
         const auto stats = core::two_pass_moments([&](auto&& sink) {
             for (index_type i = 0; i < data.size; ++i) sink(centred(i), 1.0);
@@ -124,6 +127,7 @@ public:
         using O = typename decltype(out)::value_type;
         core::require(out.size == prompts.size, "output has length ", out.size, " but prompt_ids has length ",
                       prompts.size);
+        core::require_disjoint("output", out, "prompt_ids", prompts);
         for (index_type i = 0; i < prompts.size; ++i) {
             const double p = value(prompts[i]);
             out[i] = static_cast<O>(std::sqrt(p * (1 - p)) + options_.priority_floor);

@@ -15,8 +15,11 @@
 // - Every position is written, masked ones too, as both frameworks do (callers multiply by the mask).
 // - Degenerate: no marked token gives μ = 0 and v = 0; fewer than ddof + 1 marked tokens give v = 0
 //   (verl's masked_var raises there); a constant batch gives 0 under inside_sqrt and clamp_variance.
-// - Masks: nonzero = a token, of the data's storage type (float or double); output may be input.
+// - Masks: nonzero = a token, of the data's storage type (float or double).
 // - Bad input (shapes, eps ≤ 0, ddof ∉ {0, 1}, std_floor_skip) → normkit::error naming it.
+//
+// Memory (checked): output may be values itself (the moments are taken first, then each value
+// is read before it is written) or disjoint from it, and overlaps no mask.
 #pragma once
 
 #include "group_normalize.hpp"
@@ -43,6 +46,8 @@ moments masked_whiten(matrix_view<const T> x, matrix_view<const T> mask, matrix_
                       const masked_whiten_options& options) {
     core::require_data("values", x);
     core::require_all_like("values", x, "mask", mask, "output", out);
+    core::require_same_or_disjoint("output", out, "values", x);
+    core::require_disjoint("output", out, "mask", mask);
     require_ddof("ddof", options.ddof);
     core::require(options.placement != eps_mode::std_floor_skip, "placement std_floor_skip is not a whitening rule");
     if (options.scale) require_eps("eps", options.eps, options.placement);

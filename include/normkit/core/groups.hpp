@@ -66,6 +66,13 @@ inline groups group_ids(vector_view<const std::int32_t> ids, index_type group_co
     return core::ids_groups(ids, &groups::ids32, group_count);
 }
 
+// The memory of the group ids (none for contiguous groups), for the aliasing checks of
+// core/view.hpp: an output may not overlap the ids it is grouped by ("group ids").
+inline core::memory_span span_of(const groups& grouping) {
+    if (grouping.ids64) return core::span_of(vector_view<const std::int64_t>(grouping.ids64, grouping.id_count));
+    return core::span_of(vector_view<const std::int32_t>(grouping.ids32, grouping.id_count));
+}
+
 namespace core {
 
 // The resolved grouping: group g's members, in sample order.

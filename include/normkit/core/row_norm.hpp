@@ -56,19 +56,25 @@ inline sum_t<T> eps_in(double eps) {
     return std::max(static_cast<W>(eps), static_cast<W>(std::numeric_limits<compute_t<T>>::min()));
 }
 
-// The shape checks of a row normalization's forward: x and y given, y shaped like x.
+// The shape checks of a row normalization's forward: x and y given, y shaped like x; y is x
+// itself (in place: each row is read, every sweep, before it is written) or disjoint from it.
 template <class T>
 void require_forward_rows(const matrix_view<const T>& x, const matrix_view<T>& y) {
     require_data("input", x);
     require_like("output", y, "input", x);
+    require_same_or_disjoint("output", y, "input", x);
 }
 
-// The shape checks of its backward: dy and x given and alike, dx absent ({}) or alike.
+// The shape checks of its backward: dy and x given and alike, dx absent ({}) or alike; dx is
+// dy itself (every batch of dy is read before dx is written over it) or disjoint from it, and
+// disjoint from x.
 template <class T>
 void require_backward_rows(const matrix_view<const T>& dy, const matrix_view<const T>& x, const matrix_view<T>& dx) {
     require_data("input", x);
     require_like("output_gradient", dy, "input", x);
     require_optional_like("input_gradient", dx, "input", x);
+    require_same_or_disjoint("input_gradient", dx, "output_gradient", dy);
+    require_disjoint("input_gradient", dx, "input", x);
 }
 
 // A statistic a backward reads: saved by the forward of `function`, one per row.
@@ -78,19 +84,20 @@ void require_saved(const char* function, const char* name, const vector_view<S>&
     require_per_row(name, saved, rows);
 }
 
-// The checks of a weighted row normalization's backward (RMSNorm, LayerNorm, fused add): the
-// rows, the rstd saved by the forward of `function`, and the weight and its gradient each
-// absent or one per column.
+// The checks of a weighted row normalization's backward (RMSNorm, LayerNorm): the rows, the
+// rstd saved by the forward of `function`, and the weight and its gradient each absent or one
+// per column; dx as require_backward_rows, and dw disjoint from everything.
 template <class T, class S>
 void require_weighted_backward(const char* function, const matrix_view<const T>& dy, const matrix_view<const T>& x,
                                const matrix_view<T>& dx, const vector_view<const T>& weight,
                                const vector_view<S>& weight_gradient, const vector_view<const S>& saved_rstd) {
-    require_data("input", x);
-    require_like("output_gradient", dy, "input", x);
-    require_optional_like("input_gradient", dx, "input", x);
+    require_backward_rows(dy, x, dx);
     require_saved(function, "rstd", saved_rstd, x.rows);
     require_parameter("weight", weight, x.cols);
     require_parameter("weight_gradient", weight_gradient, x.cols);
+    require_disjoint("input_gradient", dx, "weight", weight, "rstd", saved_rstd);
+    require_disjoint("weight_gradient", weight_gradient, "output_gradient", dy, "input", x, "input_gradient", dx,
+                     "weight", weight, "rstd", saved_rstd);
 }
 
 // r = 1/√(Σx²/n + ε) of the RMS forms (RMSNorm, fused add, QK, SeeDNorm), from Σx² in W = sum_t,

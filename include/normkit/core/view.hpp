@@ -17,6 +17,9 @@
 #include <Eigen/Core>
 #include <unsupported/Eigen/CXX11/Tensor>
 
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -292,6 +295,76 @@ template <class A, class B>
 void require_optional_like(const char* name, const matrix_view<A>& a, const char* reference_name,
                            const matrix_view<B>& reference) {
     if (!a.empty()) require_same_shape(name, a, reference_name, reference);
+}
+
+// The memory a view spans, for the aliasing checks: from its first element to one past its
+// last, in bytes (a strided matrix_view spans the gaps between its rows too). An empty view
+// spans nothing and overlaps nothing. Two views are the same when they place the same
+// elements of the same size at the same addresses: a kernel that reads each element before
+// it writes it may take an output over its input exactly so (in place), and no other way.
+struct memory_span {
+    std::uintptr_t begin = 0, end = 0;
+    std::size_t element_size = 0;
+    index_type rows = 0, cols = 0, row_stride = 0;
+    bool matrix = false;
+
+    bool empty() const { return begin == end; }
+    bool overlaps(const memory_span& other) const {
+        return !empty() && !other.empty() && begin < other.end && other.begin < end;
+    }
+    bool contiguous() const { return rows <= 1 || row_stride == cols; }
+    bool same(const memory_span& other) const {
+        if (begin != other.begin || end != other.end || element_size != other.element_size) return false;
+        if (contiguous() && other.contiguous()) return true;
+        return rows == other.rows && cols == other.cols && row_stride == other.row_stride;
+    }
+};
+
+inline std::ostream& operator<<(std::ostream& out, const memory_span& span) {
+    if (span.matrix) return out << span.rows << "x" << span.cols;
+    return out << span.cols;
+}
+
+template <class T>
+memory_span span_of(const matrix_view<T>& x) {
+    memory_span span{0, 0, sizeof(T), x.rows, x.cols, x.row_stride, true};
+    if (x.data == nullptr || x.rows <= 0 || x.cols <= 0) return span;
+    span.begin = reinterpret_cast<std::uintptr_t>(x.data);
+    span.end = reinterpret_cast<std::uintptr_t>(x.data + (x.rows - 1) * x.row_stride + x.cols);
+    return span;
+}
+
+template <class T>
+memory_span span_of(const vector_view<T>& x) {
+    memory_span span{0, 0, sizeof(T), 1, x.size, x.size, false};
+    if (x.data == nullptr || x.size <= 0) return span;
+    span.begin = reinterpret_cast<std::uintptr_t>(x.data);
+    span.end = reinterpret_cast<std::uintptr_t>(x.data + x.size);
+    return span;
+}
+
+// An output that must share no memory with the arguments named after it (inputs it reads
+// after writing, other outputs), each pair checked in order:
+//   require_disjoint("rstd", rstd, "input", x, "output", y)
+//   → "rstd (3) overlaps input (3x4); rstd must be disjoint from input"
+template <class A, class B, class... Rest>
+void require_disjoint(const char* name, const A& a, const char* other, const B& b, const Rest&... rest) {
+    const memory_span mine = span_of(a), theirs = span_of(b);
+    require(!mine.overlaps(theirs), name, " (", mine, ") overlaps ", other, " (", theirs, "); ", name,
+            " must be disjoint from ", other);
+    if constexpr (sizeof...(Rest) > 0) require_disjoint(name, a, rest...);
+}
+
+// An output that may be exactly the input named after it (in place: the kernel reads each
+// element before it writes it) or disjoint from it; any other overlap, a partial one or the
+// same bytes viewed with another shape or stride, is an error:
+//   "output (6) overlaps rewards (6); output may be rewards itself or disjoint from it"
+template <class A, class B, class... Rest>
+void require_same_or_disjoint(const char* name, const A& a, const char* other, const B& b, const Rest&... rest) {
+    const memory_span mine = span_of(a), theirs = span_of(b);
+    require(!mine.overlaps(theirs) || mine.same(theirs), name, " (", mine, ") overlaps ", other, " (", theirs, "); ",
+            name, " may be ", other, " itself or disjoint from it");
+    if constexpr (sizeof...(Rest) > 0) require_same_or_disjoint(name, a, rest...);
 }
 
 }  // namespace core

@@ -12,6 +12,10 @@
 //   type): CoRT with zero contrast reproduces it exactly.
 // - advantages are float or double, one per row of the mask; the output
 //   [B × T] is float or double. An all-masked response gets zeros.
+//
+// Memory (checked; an overlap is a normkit::error naming both arguments): every output is
+// disjoint from every input (the group ids included) and from the other outputs; none is
+// written in place.
 #pragma once
 
 #include "token_data.hpp"
@@ -49,6 +53,7 @@ void broadcast_advantages(vector_view<const A> advantages, matrix_view<const M> 
     core::require_data("mask", mask);
     core::require_like("output", output, "mask", mask);
     require_per_sample("advantages", advantages, mask.rows);
+    core::require_disjoint("output", output, "advantages", advantages, "mask", mask);
     for (index_type i = 0; i < mask.rows; ++i)
         for (index_type t = 0; t < mask.cols; ++t)
             output(i, t) = mask(i, t) != M(0) ? static_cast<T>(advantages[i]) : T(0);

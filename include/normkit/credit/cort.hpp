@@ -49,6 +49,10 @@
 //   normalization (or the tanh mapping) needs 1 inside the bounds, and
 //   ramp_end < ramp_start → normkit::error naming the argument.
 // - Signs: w_eff ≥ w_min > 0, so sign(A_{i,t}) = sign(A_i).
+//
+// Memory (checked; an overlap is a normkit::error naming both arguments): every output is
+// disjoint from every input (the group ids included) and from the other outputs; none is
+// written in place.
 #pragma once
 
 #include "token_data.hpp"

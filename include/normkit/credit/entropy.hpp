@@ -41,6 +41,10 @@
 //   h̃ > 0: A·(1 + β·h̃) outside the band, A inside
 //   h̃ ≤ 0: A·(1 + β·h̃) inside the band, A outside
 //   masked tokens → 0. β default 1 (the paper's adv_beta).
+//
+// Memory (checked; an overlap is a normkit::error naming both arguments): every output is
+// disjoint from every input (the group ids included) and from the other outputs; none is
+// written in place.
 #pragma once
 
 #include "token_data.hpp"

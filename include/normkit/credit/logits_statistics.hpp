@@ -72,6 +72,10 @@
 // - Argument order (docs/api.md): the forward writes its outputs, then the
 //   saved logsumexp; the backward takes the output gradient first and reads the
 //   saved logsumexp last. Every output is optional ({}).
+//
+// Memory (checked; an overlap is a normkit::error naming both arguments): every output is
+// disjoint from every input (the group ids included) and from the other outputs; none is
+// written in place.
 #pragma once
 
 #include "../core/execution.hpp"

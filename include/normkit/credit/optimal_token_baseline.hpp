@@ -32,6 +32,10 @@
 // - Groups: a normkit::groups over the rows (contiguous_groups(G) or group_ids(uid)).
 // - Arithmetic in double; returns (G) are optional ({}), and so is importance_weights.
 // - verl-old and verl-new differ only in handle_zero_tail (credit/presets.hpp).
+//
+// Memory (checked; an overlap is a normkit::error naming both arguments): every output is
+// disjoint from every input (the group ids included) and from the other outputs; none is
+// written in place.
 #pragma once
 
 #include "token_data.hpp"

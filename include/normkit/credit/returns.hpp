@@ -37,6 +37,10 @@
 // - Masks: nonzero = valid, of the rewards' storage type (float or double); the
 //   rewards, values, advantages and returns share that type.
 // - Arithmetic in double; returns of GAE are optional ({}).
+//
+// Memory (checked; an overlap is a normkit::error naming both arguments): every output is
+// disjoint from every input (the group ids included) and from the other outputs; none is
+// written in place.
 #pragma once
 
 #include "../core/returns.hpp"

@@ -19,6 +19,10 @@
 // whose range leaves [0, T) or has end < start, whose position is outside
 // [0, K), or that overlaps another span of the same sample. An empty span
 // (start = end) is allowed and touches nothing.
+//
+// Memory (checked; an overlap is a normkit::error naming both arguments): every output is
+// disjoint from every input (the group ids included) and from the other outputs; none is
+// written in place.
 #pragma once
 
 #include "token_data.hpp"

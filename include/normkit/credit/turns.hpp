@@ -47,6 +47,10 @@
 // lengths, ε < 0, γ outside [0, 1] (the library's one discount rule), a turn
 // index ≥ N or not non-decreasing within a row) → normkit::error naming the
 // argument. The discounted sums run the recursion of core/returns.hpp.
+//
+// Memory (checked; an overlap is a normkit::error naming both arguments): every output is
+// disjoint from every input (the group ids included) and from the other outputs; none is
+// written in place.
 #pragma once
 
 #include "token_data.hpp"

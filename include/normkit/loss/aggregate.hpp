@@ -42,7 +42,8 @@
 //   Mask values and the global-count checks that need the data itself are checked during the pass:
 //   on that error the weights already written are unspecified.
 //
-// - Memory: weights may be loss or mask itself (each chunk is read before its weights are written).
+// - Memory: weights may be loss or mask itself (each chunk is read before its weights are written)
+//   or disjoint from both; any other overlap is a normkit::error naming both (checked).
 //
 // Options, named one way across the loss module: <what>_options (aggregation_options, kl_options,
 // surrogate_options) says only what to compute, and is what policy_loss_options nests;

@@ -13,6 +13,8 @@
 // policy_inputs::selection with surrogate_mode::kl_cov or clip_cov (presets::verl_kl_cov / verl_clip_cov).
 // Means in double (verl's masked_mean divides by N + 1e-8, not reproduced). Bad input (shapes, ratio ≤ 0,
 // lower ≥ upper) → normkit::error naming it. advantages B × T or B × 1.
+//
+// Memory (checked): selected overlaps no input.
 #pragma once
 
 #include "../core/error.hpp"
@@ -56,6 +58,7 @@ index_type covariance_selection(matrix_view<const T> x, matrix_view<const T> old
     core::require_optional_like("mask", mask, "log_probs", x);
     core::require(a.rows == x.rows && (a.cols == x.cols || a.cols == 1), "advantages has shape ", a.rows, "x", a.cols,
                   " but log_probs has shape ", x.rows, "x", x.cols);
+    core::require_disjoint("selected", selected, "log_probs", x, "old_log_probs", old, "advantages", a, "mask", mask);
     const auto value = [](const matrix_view<const T>& m, index_type i, index_type t) {
         return static_cast<double>(core::to_compute(m(i, t)));
     };

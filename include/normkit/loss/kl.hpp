@@ -21,7 +21,7 @@
 // same bits. Degenerate input: none; every finite input gives a finite value (k3 without clamp
 // overflows to inf only for d < −88 in float, as the formula does).
 // Memory: value and gradient may be log_probs or ref_log_probs themselves (each batch of tokens is
-// read before it is written), not each other.
+// read before it is written), not each other; any other overlap is a normkit::error (checked).
 #pragma once
 
 #include "detail/chunks.hpp"
@@ -142,6 +142,9 @@ void kl_penalty(matrix_view<const T> log_probs, matrix_view<const T> reference_l
                   " expected)");
     core::require_optional_like("value", value, "log_probs", log_probs);
     core::require_optional_like("gradient", gradient, "log_probs", log_probs);
+    core::require_same_or_disjoint("value", value, "log_probs", log_probs, "ref_log_probs", reference_log_probs);
+    core::require_same_or_disjoint("gradient", gradient, "log_probs", log_probs, "ref_log_probs", reference_log_probs);
+    core::require_disjoint("gradient", gradient, "value", value);
     const C limit = value_limit<C>(options);
     with_kl_estimator(options, [&](auto estimator, auto straight) {
         core::parallel_for(log_probs.rows, threads, [&](index_type begin, index_type end) {

@@ -22,8 +22,9 @@
 //
 // Degenerate input: an all-masked batch gives loss 0 and a zero gradient; masked tokens get exactly
 // 0 gradient whatever their (even NaN) inputs; an empty batch gives 0.
-// Memory: log_probs_gradient and entropy_gradient may each share memory with any one B × T input
-// (each batch of tokens is read before it is written); not with each other.
+// Memory: log_probs_gradient and entropy_gradient may each be any one B × T input itself (each
+// batch of tokens is read before it is written); not each other, and no partial overlap: checked,
+// a normkit::error naming both.
 //
 // Presets reproducing verl's, TRL's and OpenRLHF's defaults are in loss/presets.hpp.
 #pragma once

@@ -20,7 +20,9 @@
 // Conventions: w = 0 where m = 0 (verl; TRL's and OpenRLHF's values there are multiplied by the mask
 // anyway). Arithmetic in double, one row at a time. verl's masked means divide by Σm + 1e-8 (a relative
 // 1e-8/N effect on the batch mean, not reproduced). Bad input (shapes, upper ≤ 0, lower > upper, a mask
-// bound without bounds, log_ratio_clamp ≤ 0) → normkit::error naming it. weights may be log_probs.
+// bound without bounds, log_ratio_clamp ≤ 0) → normkit::error naming it. Memory (checked): weights
+// may be log_probs itself and overlaps neither rollout_log_probs nor the mask; off_policy_sequence_mask's
+// keep overlaps no input.
 #pragma once
 
 #include "../core/error.hpp"
@@ -154,6 +156,8 @@ double rollout_correction_weights(matrix_view<const T> x, matrix_view<const T> r
     core::require_data("log_probs", x);
     core::require_all_like("log_probs", x, "rollout_log_probs", rollout, "weights", w);
     core::require_optional_like("mask", mask, "log_probs", x);
+    core::require_same_or_disjoint("weights", w, "log_probs", x);
+    core::require_disjoint("weights", w, "rollout_log_probs", rollout, "mask", mask);
     double tokens = 0, token_sum = 0, rows = 0, row_means = 0;
     for (index_type i = 0; i < x.rows; ++i) {
         const T* m = mask.empty() ? nullptr : mask.row(i);
@@ -184,6 +188,8 @@ void off_policy_sequence_mask(matrix_view<const T> x, matrix_view<const T> sampl
     core::require(advantages.rows == x.rows && advantages.cols == 1 && keep.rows == x.rows && keep.cols == 1,
                   "advantages and keep must be ", x.rows, "x1, got ", advantages.rows, "x", advantages.cols, " and ",
                   keep.rows, "x", keep.cols);
+    core::require_disjoint("keep", keep, "log_probs", x, "sampling_log_probs", sampling, "advantages", advantages,
+                           "mask", mask);
     for (index_type i = 0; i < x.rows; ++i) {
         double count = 0, sum = 0;
         for (index_type t = 0; t < x.cols; ++t) {

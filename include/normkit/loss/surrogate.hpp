@@ -69,8 +69,9 @@
 // that needs it, selection absent or misshapen for kl_cov / clip_cov, is_weights shaped neither B × T nor B × 1 or beside a coupled sequence form →
 // normkit::error naming the argument.
 //
-// Memory: loss (forward) and log_probs_gradient (backward) may share memory with any one B × T
-// input, loss_gradient included (a row's chunk is read before it is written); not with each other.
+// Memory: loss (forward) and log_probs_gradient (backward) may each be any one B × T input itself,
+// loss_gradient included (a row's chunk is read before it is written), or disjoint from every
+// input; a partial overlap is a normkit::error naming both (checked).
 // Any thread count gives the same bits (rows are independent; metrics sum in a fixed order).
 #pragma once
 

@@ -11,7 +11,8 @@
 // ℓ here, which is the same value. Masked tokens are selected out (a NaN there does not reach the loss)
 // and get gradient 0. Arithmetic in double per token; any thread count gives the same bits.
 // Bad input: shapes, c < 0 or NaN, and everything aggregate.hpp rejects → normkit::error naming it.
-// values_gradient may be values, old_values or returns itself.
+// values_gradient may be values, old_values or returns itself, or disjoint from them; it overlaps no
+// mask (checked: a normkit::error naming both).
 #pragma once
 
 #include "aggregate.hpp"
@@ -80,6 +81,8 @@ value_loss_result value_loss(matrix_view<const T> v, matrix_view<const T> old, m
     core::require_all_like("values", v, "old_values", old, "returns", target);
     core::require_optional_like("mask", mask, "values", v);
     core::require_optional_like("values_gradient", gradient, "values", v);
+    core::require_same_or_disjoint("values_gradient", gradient, "values", v, "old_values", old, "returns", target);
+    core::require_disjoint("values_gradient", gradient, "mask", mask);
     const auto plan = plan_aggregation(options.aggregation, mask, v.rows, v.cols, options.threads);
     const double* totals =
         core::reduce_rows<double>(v.rows, 5, options.threads, [&](index_type begin, index_type end, double* partial) {

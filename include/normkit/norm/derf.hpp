@@ -27,8 +27,12 @@
 //   bits. They are overwritten, not accumulated into.
 // - No input is degenerate: α = 0 gives y = γ⊙erf(s) + β and dx = 0.
 //   α and s must be finite; they are used as rounded to the compute type (float
-//   for float and 16-bit rows). dx, dγ and dβ may each be absent ({}). output may be
-//   the same memory as input, and input_gradient the same memory as output_gradient.
+//   for float and 16-bit rows). dx, dγ and dβ may each be absent ({}).
+// - Memory: as dyt.hpp (checked): output may be input itself, input_gradient
+//   output_gradient itself; nothing else overlaps.
+// - NaN and ±inf: as dyt.hpp, with erf(±∞) = ±1 and e^(−u²) = 0: x = ±inf gives
+//   y = ±γ + β, dx = 0 there, dα NaN, ds and dγ finite; a NaN x gives NaN y, dx there
+//   and NaN dα, ds and dγ of its column.
 #pragma once
 
 #include "../core/execution.hpp"

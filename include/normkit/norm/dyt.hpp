@@ -29,8 +29,14 @@
 //   chunk of rows summed in order: any thread count gives the same bits. They are overwritten, not accumulated into.
 // - No input is degenerate: α = 0 gives y = β, dx = 0, and dα = Σ dy⊙γ⊙x.
 //   α must be finite; it is used as rounded to the compute type (float for
-//   float and 16-bit rows). dx, dγ and dβ may each be absent ({}). output may be the
-//   same memory as input, and input_gradient the same memory as output_gradient.
+//   float and 16-bit rows). dx, dγ and dβ may each be absent ({}).
+// - Memory (checked): output may be input itself or disjoint from it, input_gradient
+//   output_gradient itself or disjoint from it; every other overlap of an output
+//   with an argument (x under dx, γ, β, dγ over dβ, …) is a normkit::error.
+// - NaN and ±inf, element by element (the same on every instruction set): a NaN x
+//   gives y = NaN there, dx = NaN there, and NaN dα and dγ of its column; x = ±inf
+//   gives t = ±1, so y = ±γ + β and dγ finite, dx = 0 there, and dα = Σ c⊙x = NaN
+//   (0·∞). Every other element of y and dx is unaffected.
 #pragma once
 
 #include "../core/execution.hpp"

@@ -22,7 +22,10 @@
 //   (core::backward_rows), per fixed chunk of rows summed in chunk order, so any
 //   thread count gives the same bits.
 // - Degenerate rows: h = 0 gives y = 0 and dh = r·g + d with r = 1/√ε.
-// - output may be the same memory as input (x is only read before y is written).
+// - Memory (checked): output may be input itself (x is only read before y is
+//   written) or disjoint from it; residual and residual_gradient are updated in
+//   place and overlap no other argument; rstd and dw are disjoint from everything.
+// - NaN and ±inf: as rms_norm.hpp, of h = x + s.
 #pragma once
 
 #include "rms_norm.hpp"

@@ -29,7 +29,13 @@
 // - dg accumulates in double per fixed chunk of rows, summed in chunk order,
 //   so any thread count gives the same bits.
 // - Degenerate rows: an all-zero row gives y = 0 and dx = g·dy/ε.
-// - output may be the same memory as input (l2_normalize_rows relies on it).
+// - Memory (checked): output may be input itself (l2_normalize_rows relies on it),
+//   input_gradient output_gradient itself; each is otherwise disjoint from every
+//   argument.
+// - NaN and ±inf (the same on every instruction set): a NaN in row i makes y and dx
+//   of row i NaN; ±inf (no NaN) gives ‖x‖ = inf, so y = ±0 at the finite elements and
+//   NaN at the infinite ones, and dx NaN over the row. dg is then NaN. Other rows of
+//   y and dx are unaffected.
 #pragma once
 
 #include "../core/error.hpp"

@@ -29,7 +29,13 @@
 //   dx = 0 exactly.
 // - ε below the compute type's smallest normal value (1.2e-38 for float) is
 //   raised to it (core::eps_in): a constant row then still gives y = β.
-// - output may be the same memory as input (in place); mean, rstd are optional.
+// - Memory: as rms_norm.hpp (checked): output may be input itself, input_gradient
+//   output_gradient itself; mean, rstd and the parameter gradients are disjoint from
+//   every argument. mean, rstd are optional.
+// - NaN and ±inf (the same on every instruction set): a NaN or ±inf in row i makes
+//   its rstd, every y and dx of row i, and all of dγ NaN, and its mean not finite
+//   (NaN, or ±inf for an infinity of one sign past the first element, which the sums
+//   are shifted by); dβ = Σ dy is unaffected, and so are the other rows.
 // - An output beyond the cache is written as rms_norm_forward writes it there
 //   (core::normalize_rows): streaming stores, rows in pairs, the next pair's
 //   first sweep summed while this pair is written; the same bits as the one-row

@@ -41,6 +41,11 @@
 // Conventions: everything in float (double for double storage); the gradient
 // is rounded once to the storage type; the mean loss is summed per fixed chunk
 // of rows, so any thread count gives the same bits. An empty batch has loss 0.
+// Memory (checked): gradient, losses and scores are disjoint from the logits, the
+// labels and each other. NaN and ±inf (the same on every instruction set): a NaN or
+// ±inf logit in row i makes ℓ_i and the gradient of row i NaN, and so the mean loss;
+// other rows are unaffected. selective_classification_score gives such a row NaN (so
+// select_norm_order rejects it: "scores[i] is NaN").
 #pragma once
 
 #include "../core/execution.hpp"

@@ -43,6 +43,11 @@
 // - The L2 form saves nothing: its backward recomputes ‖v‖ from the row it
 //   reads anyway (rows are 64–256 long and in cache).
 // - Every form is bitwise identical for any thread count.
+// - Memory (checked): query_output may be query itself and key_output key itself,
+//   query_gradient query_output_gradient itself and key_gradient
+//   key_output_gradient itself; no output overlaps the other side's arguments (q and
+//   k are normalized in one parallel region) or any other argument.
+// - NaN and ±inf: per row as l2_norm.hpp (L2) or rms_norm.hpp (RMS).
 // - Degenerate input: an all-zero head gives q̂ = 0 (L2) or y = 0 (RMS);
 //   zero tokens is a no-op (dg = 0).
 #pragma once

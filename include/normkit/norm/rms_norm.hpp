@@ -28,7 +28,16 @@
 //   blocks (core::backward_rows), per fixed chunk of rows summed in chunk
 //   order, so any thread count gives the same bits.
 // - Degenerate rows: an all-zero row gives r = 1/√ε, y = 0, dx = r·g.
-// - output may be the same memory as input; rstd is optional.
+// - Memory (checked, core::require_same_or_disjoint / require_disjoint: any other
+//   overlap is a normkit::error naming both arguments): output may be input itself
+//   (in place) or disjoint from it, input_gradient may be output_gradient itself
+//   (every batch of dy is read, for dx and dw, before dx is written over it); every
+//   other pair of an output and an argument is disjoint. rstd is optional.
+// - NaN and ±inf (the same on every instruction set; no NaN sign is documented): a NaN
+//   in row i makes its rstd and every y, dx of row i NaN; ±inf (and no NaN) gives
+//   Σx² = inf, so rstd = 0, y = ±0 at the row's finite elements and NaN at its infinite
+//   ones, and dx NaN over the row. dw sums every row: a NaN row makes all of dw NaN, an
+//   infinite element the dw of its column. Other rows are unaffected.
 // - An output beyond the cache (larger than stream_above_bytes) is written with
 //   streaming stores, two rows at a time, the next two read and their Σx²
 //   summed meanwhile (core::stream_row_pairs, core::normalize_rows): faster

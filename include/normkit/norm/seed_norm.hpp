@@ -38,7 +38,11 @@
 //   be absent ({}).
 // - Degenerate rows: an all-zero row gives r = 1/√ε, σ = 0, y = 0 and
 //   dx = r·γ⊙dy. D = 0 writes nothing.
-// - output may be the same memory as input; input_gradient the same as output_gradient.
+// - Memory (checked): output may be input itself, input_gradient output_gradient
+//   itself; rstd and the parameter gradients are disjoint from every argument and
+//   from each other.
+// - NaN and ±inf: as rms_norm.hpp (rstd NaN or 0, y NaN or ±0/NaN, dx NaN over the
+//   row); the parameter gradients the row enters are NaN. Other rows are unaffected.
 #pragma once
 
 #include "../core/execution.hpp"

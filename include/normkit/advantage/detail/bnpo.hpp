@@ -20,6 +20,7 @@ beta_parameters bnpo(vector_view<const T> rewards, const groups& grouping, vecto
                      const bnpo_options& options) {
     const index_type n = rewards.size;
     core::require(out.size == n, "output has length ", out.size, " but rewards has length ", n);
+    core::require_disjoint("output", out, "rewards", rewards, "group ids", grouping);
     core::require(options.clamp > 0, "clamp must be positive, got ", options.clamp);
     core::require(options.alpha.has_value() == options.beta.has_value(), "give both alpha and beta, or neither");
     if (options.alpha)

@@ -18,6 +18,11 @@ void gepo(vector_view<const A> advantages, const groups& grouping, matrix_view<c
     core::require_data("token_mask", token_mask);
     core::require(log_probs.rows == n, "log_probs has ", log_probs.rows, " rows but advantages has length ", n);
     core::require_same_shape("token_mask", token_mask, "log_probs", log_probs);
+    core::require_same_or_disjoint("output", out, "advantages", advantages);
+    core::require_disjoint("output", out, "log_probs", log_probs, "token_mask", token_mask, "group_entropy",
+                           group_entropy, "group ids", grouping);
+    core::require_disjoint("group_entropy", group_entropy, "advantages", advantages, "log_probs", log_probs,
+                           "token_mask", token_mask, "group ids", grouping);
     for (const double value : {options.alpha_low, options.alpha_high, options.beta_low, options.beta_high})
         core::require(std::isfinite(value) && value >= 0, "gepo alphas and betas must be finite and ≥ 0, got ", value);
     core::require(options.gamma > 0 && options.gamma <= 1, "gamma (the EMA rate) must lie in (0, 1], got ",

@@ -614,6 +614,10 @@ void normalize_adjusted(const reward_inputs<T>& in, vector_view<O> out, const gr
 // eps divides a flat group by √eps), so below double output they are kept in double and rounded once.
 template <class T, class O>
 void group_normalize(const reward_inputs<T>& in, vector_view<O> out, const group_normalize_options& options) {
+    // Every input is read after the first output is written (statistics, whitening): none may overlap it.
+    core::require_disjoint("output", out, "rewards", in.rewards, "valid", in.valid, "lengths", in.lengths, "token_mask",
+                           in.token_mask, "baseline", in.baseline, "sequence_kl", in.sequence_kl, "group ids",
+                           in.grouping);
     if constexpr (!std::is_same_v<O, double>) {
         if (options.whiten.mode != whiten_mode::none) {
             core::require(out.data != nullptr || out.size == 0, "output is null");

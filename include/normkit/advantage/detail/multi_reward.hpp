@@ -28,6 +28,8 @@ void gdpo(matrix_view<const T> columns, const groups& grouping, vector_view<cons
     const index_type n = columns.rows, K = columns.cols;
     const auto& weights = options.weights;
     core::require(out.size == n, "output has length ", out.size, " but reward_columns has ", n, " rows");
+    core::require_disjoint("output", out, "reward_columns", columns, "lengths", lengths, "token_mask", token_mask,
+                           "group ids", grouping);
     core::require(weights.empty() || static_cast<index_type>(weights.size()) == K, "weights has length ",
                   weights.size(), " but reward_columns has ", K, " columns");
     core::require(K >= 1 || n == 0, "reward_columns has no column");

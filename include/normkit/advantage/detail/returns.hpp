@@ -15,6 +15,7 @@ void require_token_shapes(matrix_view<const T> token_rewards, matrix_view<const 
     core::require_data("output", output);
     core::require_same_shape("token_mask", mask, "token_rewards", token_rewards);
     core::require_same_shape("output", output, "token_rewards", token_rewards);
+    core::require_disjoint("output", output, "token_rewards", token_rewards, "token_mask", mask);
 }
 
 template <class T>
@@ -22,6 +23,8 @@ void reinforce_pp(matrix_view<const T> token_rewards, matrix_view<const T> mask,
                   matrix_view<T> returns, const reinforce_pp_options& options) {
     require_token_shapes(token_rewards, mask, advantages);
     core::require_optional_like("returns", returns, "token_rewards", token_rewards);
+    core::require_disjoint("returns", returns, "token_rewards", token_rewards, "token_mask", mask, "advantages",
+                           advantages);
     core::require_discount("gamma", options.gamma);
     core::require(options.whiten.mode != whiten_mode::sample_weighted,
                   "reinforce_pp whitens over tokens or not at all");
@@ -66,6 +69,9 @@ void remax(matrix_view<const T> token_rewards, matrix_view<const T> mask, vector
     core::require_optional_like("returns", returns, "token_rewards", token_rewards);
     core::require(baselines.size == token_rewards.rows, "baselines has length ", baselines.size,
                   " but token_rewards has ", token_rewards.rows, " rows");
+    core::require_disjoint("advantages", advantages, "baselines", baselines);
+    core::require_disjoint("returns", returns, "token_rewards", token_rewards, "token_mask", mask, "baselines",
+                           baselines, "advantages", advantages);
     for (index_type i = 0; i < token_rewards.rows; ++i) {
         const double b = static_cast<double>(baselines[i]);
         core::masked_discounted_sum(

@@ -13,6 +13,7 @@ void scrl(matrix_view<const T> rewards, const groups& grouping, matrix_view<O> o
     core::require_data("subproblem_rewards", rewards);
     core::require_data("output", out);
     core::require_same_shape("output", out, "subproblem_rewards", rewards);
+    core::require_disjoint("output", out, "subproblem_rewards", rewards, "group ids", grouping);
     core::require(std::isfinite(options.eps) && options.eps >= 0, "eps must be finite and ≥ 0, got ", options.eps);
     const index_type n = rewards.rows, K = rewards.cols;
     const auto layout = core::resolve(grouping, n, "subproblem_rewards");

@@ -79,6 +79,10 @@ index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const 
         core::require_like("token_advantages", token_advantages, "mask", mask);
         require_per_sample("advantages", advantages, mask.rows);
     }
+    core::require_disjoint("weights", weights, "log_prob_rubric", log_prob_rubric, "log_prob_free", log_prob_free,
+                           "mask", mask, "advantages", advantages, "token_advantages", token_advantages);
+    core::require_disjoint("token_advantages", token_advantages, "log_prob_rubric", log_prob_rubric, "log_prob_free",
+                           log_prob_free, "mask", mask, "advantages", advantages);
     const double low = options.min_weight, high = options.max_weight;
     core::require(std::isfinite(options.temperature) && options.temperature > 0,
                   "temperature must be positive and finite, got ", options.temperature);

@@ -23,6 +23,7 @@ template <class T>
 void top_entropy_mask(matrix_view<const T> entropy, matrix_view<const T> mask, double rho, matrix_view<T> keep) {
     core::require_data("mask", mask);
     core::require_all_like("mask", mask, "entropy", entropy, "keep", keep);
+    core::require_disjoint("keep", keep, "entropy", entropy, "mask", mask);
     core::require(rho >= 0 && rho <= 1, "rho (top_entropy_quantile) must be in [0, 1], got ", rho);
     std::vector<double> values;
     for (index_type i = 0; i < mask.rows; ++i)
@@ -45,6 +46,7 @@ void hapo_entropy_signal(matrix_view<const T> entropy, matrix_view<const T> mask
                          const hapo_entropy_options& options) {
     core::require_data("mask", mask);
     core::require_all_like("mask", mask, "entropy", entropy, "signal", signal);
+    core::require_disjoint("signal", signal, "entropy", entropy, "mask", mask);
     core::require(options.pivot >= 0 && options.pivot <= 1, "pivot must be in [0, 1], got ", options.pivot);
     const auto log_entropy = [&](index_type i, index_type t) {
         return std::log(std::max(static_cast<double>(core::to_compute(entropy(i, t))), 1e-8));
@@ -89,6 +91,7 @@ void hapo_token_advantages(vector_view<const T> scores, const groups& grouping, 
     core::require_data("mask", mask);
     core::require_like("output", output, "mask", mask);
     require_per_sample("scores", scores, mask.rows);
+    core::require_disjoint("output", output, "scores", scores, "mask", mask, "group ids", grouping);
     const auto groups = group_members(grouping, mask.rows);
     core::require(options.eps >= 0 && std::isfinite(options.eps), "eps must be non-negative and finite, got ",
                   options.eps);
@@ -134,6 +137,8 @@ void hapo_clip_ranges(matrix_view<const T> signal, matrix_view<T> low, matrix_vi
     const double clip_low = options.clip_low, clip_high = options.clip_high, alpha = options.alpha;
     core::require_data("signal", signal);
     core::require_all_like("signal", signal, "clip_low_out", low, "clip_high_out", high);
+    core::require_disjoint("clip_low_out", low, "signal", signal, "clip_high_out", high);
+    core::require_disjoint("clip_high_out", high, "signal", signal);
     core::require(clip_low >= 0 && clip_high >= 0 && std::isfinite(clip_low) && std::isfinite(clip_high), "clip_low ",
                   clip_low, " and clip_high ", clip_high, " must be non-negative and finite");
     core::require(std::isfinite(alpha), "alpha must be finite, got ", alpha);
@@ -154,6 +159,8 @@ void hapo_redistribute(matrix_view<const T> advantages, matrix_view<const T> sig
     core::require_data("mask", mask);
     core::require_all_like("mask", mask, "advantages", advantages, "signal", signal, "ratio", ratio, "clip_low",
                            clip_low, "clip_high", clip_high, "output", output);
+    core::require_disjoint("output", output, "advantages", advantages, "signal", signal, "ratio", ratio, "clip_low",
+                           clip_low, "clip_high", clip_high, "mask", mask);
     core::require(std::isfinite(beta), "beta must be finite, got ", beta);
     const auto get = [](const matrix_view<const T>& x, index_type i, index_type t) {
         return static_cast<double>(core::to_compute(x(i, t)));

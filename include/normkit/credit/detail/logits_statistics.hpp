@@ -312,6 +312,15 @@ void logits_statistics(matrix_view<const T> logits, vector_view<const index_type
     core::require_per_row("entropy", entropy, logits.rows);
     core::require_per_row("sum_probability_squared", sum_probability_squared, logits.rows);
     core::require(logits.cols > 0 || logits.rows == 0, "logits has an empty vocabulary (", logits.rows, "x0)");
+    // Each statistic: disjoint from the logits, the tokens and the other statistics.
+    core::require_disjoint("logsumexp", logsumexp, "logits", logits, "tokens", tokens, "token_log_probability",
+                           token_log_probability, "entropy", entropy, "sum_probability_squared",
+                           sum_probability_squared);
+    core::require_disjoint("token_log_probability", token_log_probability, "logits", logits, "tokens", tokens,
+                           "entropy", entropy, "sum_probability_squared", sum_probability_squared);
+    core::require_disjoint("entropy", entropy, "logits", logits, "tokens", tokens, "sum_probability_squared",
+                           sum_probability_squared);
+    core::require_disjoint("sum_probability_squared", sum_probability_squared, "logits", logits, "tokens", tokens);
     const C inverse_temperature = static_cast<C>(1.0 / options.temperature);
     std::vector<char> empty_rows(static_cast<std::size_t>(logits.rows), 0);
     core::parallel_for(logits.rows, options.threads, [&](index_type begin, index_type end) {
@@ -350,6 +359,8 @@ void logits_backward(vector_view<const statistic_t<T>> output_gradient, matrix_v
     core::require_per_row("output_gradient", output_gradient, logits.rows);
     core::require(!output_gradient.empty() || logits.rows == 0, "output_gradient (one g_t per row) is required");
     core::require_per_row("logsumexp", logsumexp, logits.rows);
+    core::require_disjoint("logits_gradient", logits_gradient, "logits", logits, "tokens", tokens, "output_gradient",
+                           output_gradient, "logsumexp", logsumexp);
     const C inverse_temperature = static_cast<C>(1.0 / options.temperature);
     const index_type n = logits.cols;
     std::vector<char> empty_rows(static_cast<std::size_t>(logits.rows), 0);

@@ -152,6 +152,12 @@ void optimal_token_baseline(matrix_view<const T> rewards, matrix_view<const T> m
     core::require_optional_like("importance_weights", importance_weights, "mask", mask);
     core::require_like("advantages", advantages, "mask", mask);
     core::require_optional_like("returns", returns, "mask", mask);
+    core::require_disjoint("advantages", advantages, "rewards", rewards, "mask", mask, "old_log_prob", old_log_prob,
+                           "sum_probability_squared", sum_probability_squared, "importance_weights", importance_weights,
+                           "group ids", grouping, "returns", returns);
+    core::require_disjoint("returns", returns, "rewards", rewards, "mask", mask, "old_log_prob", old_log_prob,
+                           "sum_probability_squared", sum_probability_squared, "importance_weights", importance_weights,
+                           "group ids", grouping);
     const auto groups = group_members(grouping, mask.rows);
     core::require(options.eps >= 0 && std::isfinite(options.eps), "eps must be non-negative and finite, got ",
                   options.eps);

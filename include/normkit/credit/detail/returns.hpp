@@ -23,6 +23,7 @@ void discounted_returns(matrix_view<const T> rewards, matrix_view<const T> mask,
                         const discounted_returns_options& options) {
     core::require_data("mask", mask);
     core::require_all_like("mask", mask, "rewards", rewards, "returns", returns);
+    core::require_disjoint("returns", returns, "rewards", rewards, "mask", mask);
     core::require_discount("gamma", options.gamma);
     for (index_type i = 0; i < mask.rows; ++i)
         core::masked_discounted_sum(
@@ -45,6 +46,9 @@ void generalized_advantage_estimation(matrix_view<const T> rewards, matrix_view<
     core::require_data("mask", mask);
     core::require_all_like("mask", mask, "rewards", rewards, "values", values, "advantages", advantages);
     core::require_optional_like("returns", returns, "mask", mask);
+    core::require_disjoint("advantages", advantages, "rewards", rewards, "values", values, "mask", mask, "returns",
+                           returns);
+    core::require_disjoint("returns", returns, "rewards", rewards, "values", values, "mask", mask);
     core::require_discount("gamma", options.gamma);
     core::require_discount("lambda", options.lambda);
     core::require(options.mask_rule != return_mask_rule::reset,

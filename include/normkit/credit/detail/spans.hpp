@@ -20,6 +20,8 @@ void span_advantages(vector_view<const span> spans, matrix_view<const T> positio
     if (outside == outside_span::response_advantage)
         require_per_sample("response_advantages", response_advantages, mask.rows);
     core::require(spans.data != nullptr || spans.size == 0, "spans is null");
+    core::require_disjoint("output", output, "spans", spans, "position_advantages", position_advantages, "mask", mask,
+                           "response_advantages", response_advantages);
     std::vector<span> sorted(spans.begin(), spans.end());
     for (index_type k = 0; k < spans.size; ++k) {
         const span& s = spans[k];

@@ -23,6 +23,7 @@ group_lists checked_turn_groups(const char* name, matrix_view<const T> table, ve
     require_turn_table(name, table, turn_count);
     group_lists members = group_members(grouping, table.rows);
     core::require_like("advantages", advantages, name, table);
+    core::require_disjoint("advantages", advantages, name, table, "turn_count", turn_count, "group ids", grouping);
     core::require_discount("gamma", gamma);
     core::require(std::isfinite(eps) && eps >= 0, "eps must be non-negative and finite, got ", eps);
     core::require(ddof == 0 || ddof == 1, "ddof must be 0 or 1, got ", ddof);
@@ -109,6 +110,10 @@ void a2tgpo_advantages(matrix_view<const T> information_gain, vector_view<const 
                                                    advantages, options.gamma, options.eps, options.ddof);
     require_per_sample("outcome_advantages", outcome_advantages, information_gain.rows);
     core::require_optional_like("clip_scale", clip_scale, "information_gain", information_gain);
+    core::require_disjoint("advantages", advantages, "outcome_advantages", outcome_advantages, "clip_scale",
+                           clip_scale);
+    core::require_disjoint("clip_scale", clip_scale, "information_gain", information_gain, "turn_count", turn_count,
+                           "group ids", grouping, "outcome_advantages", outcome_advantages);
     core::require(std::isfinite(options.alpha) && std::isfinite(options.clip_spread), "alpha ", options.alpha,
                   " and clip_spread ", options.clip_spread, " must be finite");
     const turn_rows normalized = standardize_per_turn(read_turns(information_gain, turn_count), groups, options.ddof,
@@ -175,6 +180,7 @@ void turns_to_tokens(matrix_view<const T> per_turn, matrix_view<const index_type
     core::require_like("output", output, "turn_index", turn_index);
     core::require(per_turn.rows == turn_index.rows, "per_turn has ", per_turn.rows, " rows (", per_turn.rows, "x",
                   per_turn.cols, ") but turn_index has ", turn_index.rows);
+    core::require_disjoint("output", output, "per_turn", per_turn, "turn_index", turn_index);
     for (index_type i = 0; i < turn_index.rows; ++i) {
         index_type previous = -1;
         for (index_type t = 0; t < turn_index.cols; ++t) {

@@ -198,6 +198,7 @@ aggregation_result aggregate_loss(matrix_view<const T> loss, matrix_view<const T
     core::require_data("loss", loss);
     core::require_optional_like("mask", mask, "loss", loss);
     core::require_optional_like("weights", weights, "loss", loss);
+    core::require_same_or_disjoint("weights", weights, "loss", loss, "mask", mask);
     const index_type rows = loss.rows, cols = loss.cols;
     const aggregation_plan plan = plan_aggregation(options, mask, rows, cols, threads);
     const double* totals =

@@ -303,6 +303,9 @@ void validate_policy_loss(const policy_inputs<T>& inputs, const matrix_view<T>& 
                   "entropies are needed when entropy_coefficient is not 0");
     core::require_optional_like("log_probs_gradient", gradient, "log_probs", x);
     core::require_optional_like("entropy_gradient", entropy_gradient, "log_probs", x);
+    require_over_inputs("log_probs_gradient", gradient, inputs);
+    require_over_inputs("entropy_gradient", entropy_gradient, inputs);
+    core::require_disjoint("entropy_gradient", entropy_gradient, "log_probs_gradient", gradient);
 }
 
 // The result from the totals of add_row_sums.

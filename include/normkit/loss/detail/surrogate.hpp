@@ -82,6 +82,15 @@ inline void validate(const surrogate_options& options) {
                   options.kl_cov_coefficient);
 }
 
+// An output of a policy kernel (loss, a gradient): any one input itself (a row's chunk is read
+// before it is written) or disjoint from every input.
+template <class T>
+void require_over_inputs(const char* name, const matrix_view<T>& out, const policy_inputs<T>& in) {
+    core::require_same_or_disjoint(name, out, "log_probs", in.log_probs, "old_log_probs", in.old_log_probs,
+                                   "advantages", in.advantages, "mask", in.mask, "ref_log_probs", in.ref_log_probs,
+                                   "entropies", in.entropies, "is_weights", in.is_weights, "selection", in.selection);
+}
+
 template <class T>
 void validate(const policy_inputs<T>& inputs, surrogate_mode mode) {
     const auto& x = inputs.log_probs;
@@ -614,6 +623,9 @@ surrogate_metrics policy_surrogate(const policy_inputs<T>& inputs, matrix_view<T
     core::require_optional_like("loss", loss_out, "log_probs", x);
     if (upstream) core::require_same_shape("loss_gradient", *upstream, "log_probs", x);
     core::require_optional_like("log_probs_gradient", gradient_out, "log_probs", x);
+    require_over_inputs("loss", loss_out, inputs);
+    require_over_inputs("log_probs_gradient", gradient_out, inputs);
+    if (upstream) core::require_same_or_disjoint("log_probs_gradient", gradient_out, "loss_gradient", *upstream);
     const surrogate_parameters<C> p(options);
     const bool sequence = is_sequence_level(options.mode);
     const bool coupled = is_coupled(options.mode);

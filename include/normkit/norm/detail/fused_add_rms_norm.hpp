@@ -23,6 +23,9 @@ void fused_add_rms_norm_forward(matrix_view<const T> x, vector_view<const T> wei
     core::require_like("residual", residual, "input", x);
     core::require_parameter("weight", weight, x.cols);
     core::require_per_row("rstd", saved_rstd, x.rows);
+    core::require_disjoint("residual", residual, "input", x, "output", y, "weight", weight);
+    core::require_disjoint("output", y, "weight", weight);
+    core::require_disjoint("rstd", saved_rstd, "input", x, "residual", residual, "output", y, "weight", weight);
     core::require_eps(options.eps);
     const index_type n = x.cols;
     if (n == 0) return;
@@ -72,6 +75,10 @@ void fused_add_rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> h
     core::require_saved("fused_add_rms_norm_backward", "rstd", saved_rstd, h.rows);
     core::require_parameter("weight", weight, h.cols);
     core::require_parameter("weight_gradient", weight_gradient, h.cols);
+    core::require_disjoint("residual_gradient", residual_gradient, "output_gradient", dy, "residual", h, "weight",
+                           weight, "rstd", saved_rstd);
+    core::require_disjoint("weight_gradient", weight_gradient, "output_gradient", dy, "residual", h,
+                           "residual_gradient", residual_gradient, "weight", weight, "rstd", saved_rstd);
     const index_type n = h.cols;
     if (n == 0) return;
     const batch<C> one(C(options.offset ? 1 : 0));

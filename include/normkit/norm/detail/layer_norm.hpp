@@ -83,6 +83,10 @@ void layer_norm_forward(matrix_view<const T> x, vector_view<const T> weight, vec
     core::require_parameter("bias", bias, x.cols);
     core::require_per_row("mean", saved_mean, x.rows);
     core::require_per_row("rstd", saved_rstd, x.rows);
+    core::require_disjoint("output", y, "weight", weight, "bias", bias);
+    core::require_disjoint("mean", saved_mean, "input", x, "output", y, "weight", weight, "bias", bias, "rstd",
+                           saved_rstd);
+    core::require_disjoint("rstd", saved_rstd, "input", x, "output", y, "weight", weight, "bias", bias);
     core::require_eps(options.eps);
     const index_type n = x.cols;
     if (n == 0) return;
@@ -132,6 +136,11 @@ void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector
     core::require_weighted_backward("layer_norm_backward", dy, x, dx, weight, weight_gradient, saved_rstd);
     core::require_saved("layer_norm_backward", "mean", saved_mean, x.rows);
     core::require_parameter("bias_gradient", bias_gradient, x.cols);
+    core::require_disjoint("input_gradient", dx, "mean", saved_mean);
+    core::require_disjoint("weight_gradient", weight_gradient, "mean", saved_mean);
+    core::require_disjoint("bias_gradient", bias_gradient, "output_gradient", dy, "input", x, "input_gradient", dx,
+                           "weight", weight, "weight_gradient", weight_gradient, "mean", saved_mean, "rstd",
+                           saved_rstd);
     const index_type n = x.cols;
     const W count = static_cast<W>(n);
     const bool want_weight_gradient = !weight_gradient.empty(), want_bias_gradient = !bias_gradient.empty();
@@ -166,12 +175,13 @@ void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector
                     // Explicit fmas: no copy of this body contracts them differently. g = γ·dy
                     // enters only the fma's addend, where no compiler can fuse its product, and
                     // mean(g) is subtracted last: at n = 1, x̂ = 0 and g − mean(g) = 0 exactly.
+                    // dy is loaded before dx is written: dx may be dy itself.
                     core::for_each_batch<C>(n, [&](index_type i, index_type c) {
                         const auto xhat = ((core::load(in + i, c) - mean) - shift_b) * r_b;
+                        [[maybe_unused]] const auto upstream_b = core::load(upstream + i, c);
                         if constexpr (has_dx)
                             core::store(out + i, r_b * (core::fnma(xhat, mean_g_xhat_b, g_at(i, c)) - mean_g_b), c);
                         if constexpr (has_parameter_gradients) {
-                            const auto upstream_b = core::load(upstream + i, c);
                             core::store(partial + i, core::fma(upstream_b, xhat, core::load(partial + i, c)), c);
                             core::store(partial + n + i, core::load(partial + n + i, c) + upstream_b, c);
                         }

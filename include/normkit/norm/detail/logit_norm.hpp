@@ -57,6 +57,8 @@ statistic_t<T> logit_norm_loss(matrix_view<const T> logits, vector_view<const in
     core::require_positive_finite("temperature", options.temperature);
     core::require_positive_finite("delta", options.delta);
     core::require_per_row("losses", losses, logits.rows);
+    core::require_disjoint("gradient", gradient, "logits", logits, "labels", labels, "losses", losses);
+    core::require_disjoint("losses", losses, "logits", logits, "labels", labels);
     require_labels(labels, logits.rows, logits.cols);
     if (logits.rows == 0) return S(0);
     const index_type n = logits.cols;
@@ -112,6 +114,7 @@ void selective_classification_score(matrix_view<const T> logits, vector_view<sta
     core::require(scores.size == logits.rows && (scores.data != nullptr || logits.rows == 0), "scores has length ",
                   scores.size, " but logits has ", logits.rows, " rows");
     core::require(p > 0, "p must be positive (or infinity), got ", p);
+    core::require_disjoint("scores", scores, "logits", logits);
     const index_type n = logits.cols;
     const bool infinite = std::isinf(p);
     const C order = static_cast<C>(p);
@@ -124,6 +127,11 @@ void selective_classification_score(matrix_view<const T> logits, vector_view<sta
             }
             const C mean = static_cast<C>(core::row_moments(in, n).mean);
             const auto [largest, smallest] = row_extremes(in, n);
+            // A NaN makes the mean NaN, a ±inf an extreme infinite: the score of such a row is NaN.
+            if (!std::isfinite(mean) || !std::isfinite(largest) || !std::isfinite(smallest)) {
+                scores[row] = std::numeric_limits<C>::quiet_NaN();
+                continue;
+            }
             const C top = largest - mean, magnitude = std::max(largest - mean, mean - smallest);
             if (!(magnitude > 0) || !(top > 0)) {
                 scores[row] = 0;  // a constant row (top > 0 whenever the row is not constant)

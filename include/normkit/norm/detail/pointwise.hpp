@@ -24,6 +24,7 @@ void require_pointwise_forward(const matrix_view<const T>& x, const vector_view<
     core::require_forward_rows(x, y);
     core::require_parameter("weight", weight, x.cols);
     core::require_parameter("bias", bias, x.cols);
+    core::require_disjoint("output", y, "weight", weight, "bias", bias);
 }
 
 template <class T>
@@ -35,6 +36,11 @@ void require_pointwise_backward(const matrix_view<const T>& dy, const matrix_vie
     core::require_parameter("weight", weight, x.cols);
     core::require_parameter("weight_gradient", weight_gradient, x.cols);
     core::require_parameter("bias_gradient", bias_gradient, x.cols);
+    core::require_disjoint("input_gradient", dx, "weight", weight);
+    core::require_disjoint("weight_gradient", weight_gradient, "output_gradient", dy, "input", x, "weight", weight,
+                           "input_gradient", dx, "bias_gradient", bias_gradient);
+    core::require_disjoint("bias_gradient", bias_gradient, "output_gradient", dy, "input", x, "weight", weight,
+                           "input_gradient", dx);
 }
 
 // Calls f(std::bool_constant<fast>) with the form of tanh or erf the rows take: float rows the

@@ -29,10 +29,35 @@ void require_query_key_like(const matrix_view<const T>& q, const matrix_view<con
     core::require_like(key_name, key_like, "key", k);
 }
 
+// The outputs of a QK forward: each is its own input itself (in place) or disjoint from it, and
+// disjoint from the other side's input and output (q and k are normalized in one parallel region).
+template <class T>
+void require_query_key_outputs(const matrix_view<const T>& q, const matrix_view<const T>& k,
+                               const matrix_view<T>& q_out, const matrix_view<T>& k_out) {
+    core::require_same_or_disjoint("query_output", q_out, "query", q);
+    core::require_disjoint("query_output", q_out, "key", k, "key_output", k_out);
+    core::require_same_or_disjoint("key_output", k_out, "key", k);
+    core::require_disjoint("key_output", k_out, "query", q);
+}
+
+// The input gradients of a QK backward: each is its own output gradient itself or disjoint from
+// it, and disjoint from q, k and the other side's gradients.
+template <class T>
+void require_query_key_gradients(const matrix_view<const T>& dq_out, const matrix_view<const T>& dk_out,
+                                 const matrix_view<const T>& q, const matrix_view<const T>& k, const matrix_view<T>& dq,
+                                 const matrix_view<T>& dk) {
+    core::require_same_or_disjoint("query_gradient", dq, "query_output_gradient", dq_out);
+    core::require_disjoint("query_gradient", dq, "query", q, "key", k, "key_output_gradient", dk_out, "key_gradient",
+                           dk);
+    core::require_same_or_disjoint("key_gradient", dk, "key_output_gradient", dk_out);
+    core::require_disjoint("key_gradient", dk, "query", q, "key", k, "query_output_gradient", dq_out);
+}
+
 template <class T>
 void qk_l2_norm_forward(matrix_view<const T> q, matrix_view<const T> k, double gain, matrix_view<T> q_out,
                         matrix_view<T> k_out, const l2_norm_options& options) {
     require_query_key_like(q, k, "query_output", q_out, "key_output", k_out);
+    require_query_key_outputs(q, k, q_out, k_out);
     core::require(q.cols == k.cols, "query has head_dim ", q.cols, " but key has head_dim ", k.cols);
     core::require_eps(options.eps);
     core::require_finite("gain", gain);
@@ -53,6 +78,7 @@ statistic_t<T> qk_l2_norm_backward(matrix_view<const T> dq_out, matrix_view<cons
     require_query_key_like(q, k, "query_output_gradient", dq_out, "key_output_gradient", dk_out);
     core::require_optional_like("query_gradient", dq, "query", q);
     core::require_optional_like("key_gradient", dk, "key", k);
+    require_query_key_gradients(dq_out, dk_out, q, k, dq, dk);
     core::require(q.cols == k.cols, "query has head_dim ", q.cols, " but key has head_dim ", k.cols);
     core::require_eps(options.eps);
     core::require_finite("gain", gain);
@@ -103,6 +129,12 @@ void qk_rms_norm_forward(matrix_view<const T> q, matrix_view<const T> k, vector_
     const auto key_rows = token_rows(k, wk, "key", "key_weight");
     core::require_per_row("query_rstd", q_rstd, query_rows.rows);
     core::require_per_row("key_rstd", k_rstd, key_rows.rows);
+    require_query_key_outputs(q, k, q_out, k_out);
+    core::require_disjoint("query_output", q_out, "key_weight", k_weight, "key_rstd", k_rstd);
+    core::require_disjoint("key_output", k_out, "query_weight", q_weight, "query_rstd", q_rstd);
+    core::require_disjoint("query_rstd", q_rstd, "key", k, "key_output", k_out, "key_weight", k_weight, "key_rstd",
+                           k_rstd);
+    core::require_disjoint("key_rstd", k_rstd, "query", q, "query_output", q_out, "query_weight", q_weight);
     rms_norm_forward<T>(query_rows, q_weight, token_rows(q_out, wq, "query_output", "query_weight"), q_rstd, options);
     rms_norm_forward<T>(key_rows, k_weight, token_rows(k_out, wk, "key_output", "key_weight"), k_rstd, options);
 }
@@ -123,6 +155,15 @@ void qk_rms_norm_backward(matrix_view<const T> dq_out, matrix_view<const T> dk_o
     core::require_saved("qk_rms_norm_backward", "key_rstd", k_rstd, key_rows.rows);
     core::require_parameter("query_weight_gradient", dq_weight, wq);
     core::require_parameter("key_weight_gradient", dk_weight, wk);
+    require_query_key_gradients(dq_out, dk_out, q, k, dq, dk);
+    core::require_disjoint("query_gradient", dq, "key_weight", k_weight, "key_rstd", k_rstd, "key_weight_gradient",
+                           dk_weight);
+    core::require_disjoint("key_gradient", dk, "query_weight", q_weight, "query_rstd", q_rstd, "query_weight_gradient",
+                           dq_weight);
+    core::require_disjoint("query_weight_gradient", dq_weight, "key_output_gradient", dk_out, "key", k, "key_weight",
+                           k_weight, "key_rstd", k_rstd, "key_weight_gradient", dk_weight);
+    core::require_disjoint("key_weight_gradient", dk_weight, "query_output_gradient", dq_out, "query", q,
+                           "query_weight", q_weight, "query_rstd", q_rstd);
     rms_norm_backward<T>(token_rows(dq_out, wq, "query_output_gradient", "query_weight"), query_rows, q_weight,
                          dq.empty() ? dq : token_rows(dq, wq, "query_gradient", "query_weight"), dq_weight, q_rstd,
                          options);

@@ -76,6 +76,8 @@ void rms_norm_forward(matrix_view<const T> x, vector_view<const T> weight, matri
     core::require_forward_rows(x, y);
     core::require_parameter("weight", weight, x.cols);
     core::require_per_row("rstd", saved_rstd, x.rows);
+    core::require_disjoint("output", y, "weight", weight);
+    core::require_disjoint("rstd", saved_rstd, "input", x, "output", y, "weight", weight);
     core::require_eps(options.eps);
     const index_type n = x.cols;
     if (n == 0) return;
@@ -121,12 +123,13 @@ void rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_v
                         return g;
                     };
                     const batch<C> r_b(r);
-                    // dw += dy⊙x̂, one explicit fma (no copy of this body contracts it differently).
+                    // dw += dy⊙x̂, one explicit fma (no copy of this body contracts it differently),
+                    // from the dy batch loaded before dx is written (dx may be dy itself).
                     const auto add_weight_gradient = [&]([[maybe_unused]] index_type i, [[maybe_unused]] index_type c,
+                                                         [[maybe_unused]] const batch<C>& dy_b,
                                                          [[maybe_unused]] const batch<C>& xhat) {
                         if constexpr (has_weight_gradient)
-                            core::store(partial + i,
-                                        core::fma(core::load(upstream + i, c), xhat, core::load(partial + i, c)), c);
+                            core::store(partial + i, core::fma(dy_b, xhat, core::load(partial + i, c)), c);
                     };
                     if constexpr (has_dx) {
                         // mean(g⊙x̂) = r·Σg·x/n, the sum in W; the row is in cache for the second sweep.
@@ -138,12 +141,13 @@ void rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_v
                         T* out = dx.row(row);
                         core::for_each_batch<C>(n, [&](index_type i, index_type c) {
                             const auto xhat = core::load(in + i, c) * r_b;
+                            const auto dy_b = core::load(upstream + i, c);
                             core::store(out + i, r_b * core::fnma(xhat, mean_g_xhat, g_at(i, c)), c);
-                            add_weight_gradient(i, c, xhat);
+                            add_weight_gradient(i, c, dy_b, xhat);
                         });
                     } else if constexpr (has_weight_gradient) {
                         core::for_each_batch<C>(n, [&](index_type i, index_type c) {
-                            add_weight_gradient(i, c, core::load(in + i, c) * r_b);
+                            add_weight_gradient(i, c, core::load(upstream + i, c), core::load(in + i, c) * r_b);
                         });
                     }
                 });

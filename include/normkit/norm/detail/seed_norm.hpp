@@ -39,6 +39,8 @@ void seed_norm_forward(matrix_view<const T> x, vector_view<const T> alpha, vecto
     core::require_forward_rows(x, y);
     require_seed_norm_parameters(x.cols, alpha, beta, gamma, options);
     core::require_per_row("rstd", saved_rstd, x.rows);
+    core::require_disjoint("output", y, "alpha", alpha, "beta", beta, "gamma", gamma);
+    core::require_disjoint("rstd", saved_rstd, "input", x, "output", y, "alpha", alpha, "beta", beta, "gamma", gamma);
     const index_type n = x.cols;
     if (n == 0) return;
     const index_type heads = options.heads, d = n / heads;
@@ -106,6 +108,18 @@ void require_seed_norm_backward(matrix_view<const T> dy, matrix_view<const T> x,
     core::require_parameter("alpha_gradient", alpha_gradient, x.cols);
     core::require_parameter("beta_gradient", beta_gradient, x.cols);
     core::require_parameter("gamma_gradient", gamma_gradient, x.cols);
+    core::require_disjoint("input_gradient", dx, "alpha", alpha, "beta", beta, "gamma", gamma, "rstd", saved_rstd);
+    // The three parameter gradients: disjoint from every input, from dx and from each other.
+    const auto require_gradient_disjoint = [&](const char* name, const vector_view<statistic_t<T>>& gradient) {
+        core::require_disjoint(name, gradient, "output_gradient", dy, "input", x, "alpha", alpha, "beta", beta, "gamma",
+                               gamma, "rstd", saved_rstd, "input_gradient", dx);
+    };
+    require_gradient_disjoint("alpha_gradient", alpha_gradient);
+    require_gradient_disjoint("beta_gradient", beta_gradient);
+    require_gradient_disjoint("gamma_gradient", gamma_gradient);
+    core::require_disjoint("alpha_gradient", alpha_gradient, "beta_gradient", beta_gradient, "gamma_gradient",
+                           gamma_gradient);
+    core::require_disjoint("beta_gradient", beta_gradient, "gamma_gradient", gamma_gradient);
 }
 
 template <class T>
