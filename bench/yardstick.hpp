@@ -85,9 +85,8 @@ inline void rms_norm_backward(const float* dy, const float* x, const float* w, c
         const float* xi = x + i * n;
         const float* gi = dy + i * n;
         const batch r(rstd[i]);
-        const float dot = sum(n, [&](index_type j, index_type c) {
-            return load(gi + j, c) * load(w + j, c) * load(xi + j, c) * r;
-        });
+        const float dot =
+            sum(n, [&](index_type j, index_type c) { return load(gi + j, c) * load(w + j, c) * load(xi + j, c) * r; });
         const batch mean_dot(dot / static_cast<float>(n));
         each(n, [&](index_type j, index_type c) {
             const batch hat = load(xi + j, c) * r, g = load(gi + j, c);
@@ -99,15 +98,16 @@ inline void rms_norm_backward(const float* dy, const float* x, const float* w, c
 
 // y = (x − μ)·r·γ + β, μ and r = 1/√(var + ε) saved
 template <class T, class P>
-void layer_norm_forward(const T* x, const P* gamma, const P* beta, T* y, float* mean, float* rstd,
-                        index_type rows, index_type n, float eps) {
+void layer_norm_forward(const T* x, const P* gamma, const P* beta, T* y, float* mean, float* rstd, index_type rows,
+                        index_type n, float eps) {
     for (index_type i = 0; i < rows; ++i) {
         const T* xi = x + i * n;
         const float mu = sum(n, [&](index_type j, index_type c) { return load(xi + j, c); }) / static_cast<float>(n);
-        const float variance = sum(n, [&](index_type j, index_type c) {
-                                   const batch d = masked(load(xi + j, c) - batch(mu), c);
-                                   return d * d;
-                               }) /
+        const float variance = sum(n,
+                                   [&](index_type j, index_type c) {
+                                       const batch d = masked(load(xi + j, c) - batch(mu), c);
+                                       return d * d;
+                                   }) /
                                static_cast<float>(n);
         mean[i] = mu;
         rstd[i] = 1.0f / std::sqrt(variance + eps);
@@ -174,8 +174,8 @@ void l2_norm_forward(const T* x, T* y, index_type rows, index_type n, float gain
 
 // y = γ·f(α·x + s) + β, f = tanh (DyT) or erf (Derf), xsimd's
 template <bool erf, class T, class P>
-void pointwise_forward(const T* x, const P* gamma, const P* beta, T* y, index_type rows, index_type n,
-                       float alpha, float shift) {
+void pointwise_forward(const T* x, const P* gamma, const P* beta, T* y, index_type rows, index_type n, float alpha,
+                       float shift) {
     for (index_type i = 0; i < rows; ++i)
         each(n, [&](index_type j, index_type c) {
             const batch u = batch(alpha) * load(x + i * n + j, c) + batch(shift);
@@ -192,7 +192,8 @@ void logits_statistics(const T* z, const index_type* tokens, float* lse, float* 
         const T* zi = z + i * vocabulary;
         batch largest(-INFINITY);
         each(vocabulary, [&](index_type j, index_type c) {
-            largest = core::maximum(largest, xsimd::select(core::lanes_below<float>(c), load(zi + j, c), batch(-INFINITY)));
+            largest =
+                core::maximum(largest, xsimd::select(core::lanes_below<float>(c), load(zi + j, c), batch(-INFINITY)));
         });
         const float m = core::horizontal_max(largest);
         batch total(0.0f), weighted(0.0f);
@@ -211,8 +212,8 @@ void logits_statistics(const T* z, const index_type* tokens, float* lse, float* 
 
 // verl's actor loss, token-mean over the mask: PPO clip (ε 0.2, dual clip 3) on r = exp(clamp(x − old, ±20)),
 // plus 0.001·k3 (k3 = e^k − k − 1, k = ref − x, clamped to ±10); ∂/∂x of the whole into gradient.
-inline float policy_loss(const float* x, const float* old, const float* ref, const float* mask,
-                         const float* advantages, float* gradient, index_type rows, index_type cols, float tokens) {
+inline float policy_loss(const float* x, const float* old, const float* ref, const float* mask, const float* advantages,
+                         float* gradient, index_type rows, index_type cols, float tokens) {
     const batch zero(0.0f), scale(1.0f / tokens), beta(0.001f);
     batch total(0.0f);
     for (index_type i = 0; i < rows; ++i) {
@@ -220,7 +221,8 @@ inline float policy_loss(const float* x, const float* old, const float* ref, con
         each(cols, [&](index_type j, index_type c) {
             const index_type k = i * cols + j;
             const batch xv = load(x + k, c), m = load(mask + k, c);
-            const batch r = xsimd::exp(core::minimum(core::maximum(xv - load(old + k, c), batch(-20.0f)), batch(20.0f)));
+            const batch r =
+                xsimd::exp(core::minimum(core::maximum(xv - load(old + k, c), batch(-20.0f)), batch(20.0f)));
             const batch unclipped = -a * r, clipped = -a * core::minimum(core::maximum(r, batch(0.8f)), batch(1.2f));
             const auto on_clip = clipped > unclipped;
             batch loss = xsimd::select(on_clip, clipped, unclipped);
@@ -229,7 +231,8 @@ inline float policy_loss(const float* x, const float* old, const float* ref, con
             loss = xsimd::select(dual, batch(-3.0f) * a, loss);
             slope = xsimd::select(dual, zero, slope);
             const batch e = xsimd::exp(load(ref + k, c) - xv);
-            const batch kl = core::minimum(core::maximum(e - (load(ref + k, c) - xv) - batch(1.0f), batch(-10.0f)), batch(10.0f));
+            const batch kl =
+                core::minimum(core::maximum(e - (load(ref + k, c) - xv) - batch(1.0f), batch(-10.0f)), batch(10.0f));
             total += m * (loss + beta * kl);
             store(gradient + k, m * scale * (slope + beta * (batch(1.0f) - e)), c);
         });
