@@ -142,3 +142,31 @@ TEST_CASE("double DyT and Derf of NaN, infinities and huge inputs are defined", 
     CHECK(y[4] == -1.0);
     CHECK(std::abs(y[5] - std::erf(0.5)) < 1e-14);
 }
+
+// The fuzzer's F16: a bf16 row of x = 8.3e12 with w = −3.0e38 took Σg·x (g = dy·w) in float sums, which
+// overflowed to −inf where Σg·x̂ is finite: dx was −inf, the float64 reference 0 (one column) or finite.
+TEST_CASE("rms_norm_backward takes Σg·x over x̂ when it overflows the sums' type", "[norm][special]") {
+    using bf16 = Eigen::bfloat16;
+    for (index_type n : {1, 3, 37}) {
+        INFO("n " << n);
+        std::vector<bf16> x(n), dy(n), w(n), y(n), dx(n);
+        for (index_type j = 0; j < n; ++j) {
+            x[j] = bf16(8.34941642e12f * (1.0f + 0.25f * static_cast<float>(j % 3)));
+            dy[j] = bf16(-0.00132751465f * (j % 2 ? -1.0f : 1.0f));
+            w[j] = bf16(-3.00405527e38f / static_cast<float>(1 + j % 4));
+        }
+        std::vector<float> rstd(1), dw(n);
+        norm::rms_norm_forward(view(x.data(), 1, n), w, view(y.data(), 1, n), rstd);
+        norm::rms_norm_backward(view(dy.data(), 1, n), view(x.data(), 1, n), w, view(dx.data(), 1, n), dw, rstd);
+        std::vector<double> dx_ref, dw_ref;
+        reference::rms_norm_backward(to_double(dy), to_double(x), {1, n}, to_double(w), false, 1e-6, dx_ref, dw_ref);
+        double scale = 0;  // r·|dy|·|w|, the size of each term of dx
+        for (index_type j = 0; j < n; ++j)
+            scale = std::max(scale, static_cast<double>(rstd[0]) * std::abs(static_cast<double>(dy[j])) *
+                                        std::abs(static_cast<double>(w[j])));
+        for (index_type j = 0; j < n; ++j) {
+            CHECK(std::isfinite(static_cast<double>(dx[j])));
+            CHECK(std::abs(static_cast<double>(dx[j]) - dx_ref[j]) <= 2e-2 * scale);
+        }
+    }
+}

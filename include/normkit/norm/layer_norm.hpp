@@ -15,7 +15,9 @@
 //   (double). fp32 y is within 4 ulp of float64 on the scale |γ|(1 + |x̂|) + |β|
 //   (docs/accuracy.md). A row with a huge element (3e38) is computed, not
 //   dropped; one whose x − x₀ overflows float is not representable and gives
-//   ±inf or NaN.
+//   ±inf or NaN. Where the scale |γ|(1 + |x̂|) + |β| itself is beyond the
+//   storage type, γ·x̂ + β may overflow before β brings it back in range:
+//   rounded once with a fused multiply-add, twice (to ±inf) without one.
 // - The backward recomputes x̂ from the saved mean and corrects it for the
 //   rounding of that mean: with d = x − μ_saved it uses x̂ = (d − mean(d))·r,
 //   so the saved float mean loses nothing at large offsets.

@@ -133,11 +133,21 @@ void rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_v
                     };
                     if constexpr (has_dx) {
                         // mean(g⊙x̂) = r·Σg·x/n, the sum in W; the row is in cache for the second sweep.
-                        const W sum_gx = core::accumulate_batches<1, C, W>(
+                        W sum_gx = core::accumulate_batches<1, C, W>(
                             n, [&](index_type i, index_type c, std::array<batch<W>, 1>& s) {
                                 core::add_wide_product(s[0], g_at(i, c), core::load(in + i, c));
                             })[0];
-                        const batch<C> mean_g_xhat(static_cast<C>(r * sum_gx / static_cast<W>(n)));
+                        // Σg·x can overflow W where Σg·x̂ does not (a huge x with a huge weight, bf16's
+                        // float sums): then the sum is taken again over x̂ = x·r, and r is not applied twice.
+                        W scale = r;
+                        if (!std::isfinite(sum_gx)) {
+                            sum_gx = core::accumulate_batches<1, C, W>(
+                                n, [&](index_type i, index_type c, std::array<batch<W>, 1>& s) {
+                                    core::add_wide_product(s[0], g_at(i, c), core::load(in + i, c) * r_b);
+                                })[0];
+                            scale = 1;
+                        }
+                        const batch<C> mean_g_xhat(static_cast<C>(scale * sum_gx / static_cast<W>(n)));
                         T* out = dx.row(row);
                         core::for_each_batch<C>(n, [&](index_type i, index_type c) {
                             const auto xhat = core::load(in + i, c) * r_b;
