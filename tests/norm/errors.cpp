@@ -335,6 +335,36 @@ TEST_CASE("errors: aliasing of the row norms' forwards: output may be the input 
     }
 }
 
+TEST_CASE("errors: aliasing is decided row by row: column blocks of one buffer are disjoint",
+          "[norm][errors][aliasing]") {
+    data d;
+    // A 3 × 12 qkv buffer: q, k, v its column blocks of 4, interleaved row by row.
+    std::vector<float> qkv(36), separate(36);
+    for (std::size_t i = 0; i < qkv.size(); ++i) qkv[i] = 0.05f * static_cast<float>(i % 17) - 0.4f;
+    const auto block = [](std::vector<float>& buffer, index_type column) {
+        return view(buffer.data() + column, 3, 4, 12);
+    };
+    separate = qkv;
+    std::vector<float> q_out(12), k_out(12);
+    norm::qk_rms_norm_forward(block(separate, 0), block(separate, 4), d.w, d.w, view(q_out.data(), 3, 4),
+                              view(k_out.data(), 3, 4));
+    norm::qk_rms_norm_forward(block(qkv, 0), block(qkv, 4), d.w, d.w, block(qkv, 0), block(qkv, 4));
+    for (index_type i = 0; i < 3; ++i) {
+        CHECK(std::memcmp(qkv.data() + 12 * i, q_out.data() + 4 * i, 4 * sizeof(float)) == 0);
+        CHECK(std::memcmp(qkv.data() + 12 * i + 4, k_out.data() + 4 * i, 4 * sizeof(float)) == 0);
+        CHECK(std::memcmp(qkv.data() + 12 * i + 8, separate.data() + 12 * i + 8, 4 * sizeof(float)) == 0);
+    }
+    // The output in the v block of the same rows is disjoint from q; two columns over, it overlaps.
+    norm::rms_norm_forward(block(separate, 0), d.w, block(separate, 8));
+    require_error_naming([&] { norm::rms_norm_forward(block(separate, 0), d.w, block(separate, 2)); },
+                         "output (3x4) overlaps input (3x4)");
+    // The last row of one meets the first of another only where their bytes do.
+    require_error_naming(
+        [&] { norm::rms_norm_forward(view(separate.data(), 2, 4, 12), d.w, view(separate.data() + 15, 2, 4, 12)); },
+        "output (2x4) overlaps input (2x4)");
+    norm::rms_norm_forward(view(separate.data(), 2, 4, 12), d.w, view(separate.data() + 16, 2, 4, 12));
+}
+
 TEST_CASE("errors: aliasing of the row norms' backwards: input_gradient may be output_gradient itself",
           "[norm][errors][aliasing]") {
     data d;

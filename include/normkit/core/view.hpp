@@ -297,26 +297,54 @@ void require_optional_like(const char* name, const matrix_view<A>& a, const char
     if (!a.empty()) require_same_shape(name, a, reference_name, reference);
 }
 
-// The memory a view spans, for the aliasing checks: from its first element to one past its
-// last, in bytes (a strided matrix_view spans the gaps between its rows too). An empty view
-// spans nothing and overlaps nothing. Two views are the same when they place the same
-// elements of the same size at the same addresses: a kernel that reads each element before
-// it writes it may take an output over its input exactly so (in place), and no other way.
+// The memory a view spans, for the aliasing checks: its rows, each from its first element to
+// one past its last, in bytes; an empty view spans nothing and overlaps nothing. Two strided
+// views overlap when a row of one meets a row of the other (column blocks of one wider buffer,
+// q and k of a fused qkv, do not). Two views are the same when they place the same elements of
+// the same size at the same addresses: a kernel that reads each element before it writes it
+// may take an output over its input exactly so (in place), and no other way.
 struct memory_span {
-    std::uintptr_t begin = 0, end = 0;
+    std::uintptr_t begin = 0, end = 0;  // first byte, one past the last byte of the last row
     std::size_t element_size = 0;
     index_type rows = 0, cols = 0, row_stride = 0;
     bool matrix = false;
 
     bool empty() const { return begin == end; }
-    bool overlaps(const memory_span& other) const {
-        return !empty() && !other.empty() && begin < other.end && other.begin < end;
-    }
     bool contiguous() const { return rows <= 1 || row_stride == cols; }
+    bool overlaps(const memory_span& other) const {
+        if (empty() || other.empty() || !(begin < other.end && other.begin < end)) return false;
+        if (contiguous() && other.contiguous()) return true;
+        // Row by row over the view with fewer rows, against the other's rows in O(1) each.
+        const memory_span& few = rows <= other.rows || other.contiguous() ? *this : other;
+        const memory_span& many = &few == this ? other : *this;
+        const auto [many_rows, many_stride, many_width] = many.row_layout();
+        const auto [few_rows, few_stride, few_width] = few.row_layout();
+        const std::intptr_t base = static_cast<std::intptr_t>(many.begin);
+        for (index_type i = 0; i < few_rows; ++i) {
+            const std::intptr_t first = static_cast<std::intptr_t>(few.begin) + i * few_stride - base;
+            const std::intptr_t last = first + few_width;  // this row is [first, last) from many's start
+            // The lowest row j of `many` that ends past `first`: j·stride + width > first.
+            const std::intptr_t below = first - many_width;
+            const std::intptr_t j = below < 0 ? 0 : below / many_stride + 1;
+            if (j < many_rows && j * many_stride < last) return true;
+        }
+        return false;
+    }
     bool same(const memory_span& other) const {
         if (begin != other.begin || end != other.end || element_size != other.element_size) return false;
         if (contiguous() && other.contiguous()) return true;
         return rows == other.rows && cols == other.cols && row_stride == other.row_stride;
+    }
+
+private:
+    struct layout {
+        std::intptr_t rows, stride, width;  // the row count; the row stride and width in bytes
+    };
+    // Rows, their stride and their width in bytes; a contiguous view is one row of all its bytes.
+    layout row_layout() const {
+        const auto bytes = static_cast<std::intptr_t>(element_size);
+        if (contiguous()) return {1, static_cast<std::intptr_t>(end - begin), static_cast<std::intptr_t>(end - begin)};
+        return {static_cast<std::intptr_t>(rows), row_stride * bytes, cols * bytes};
     }
 };
 
