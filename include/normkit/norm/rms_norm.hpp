@@ -38,6 +38,10 @@
 //   Σx² = inf, so rstd = 0, y = ±0 at the row's finite elements and NaN at its infinite
 //   ones, and dx NaN over the row. dw sums every row: a NaN row makes all of dw NaN, an
 //   infinite element the dw of its column. Other rows are unaffected.
+// - Range: g = dy⊙w_eff is formed in the compute type; where it overflows (|dy|·|w_eff|
+//   beyond float for every storage but double) dx of that row is ±inf or NaN, though
+//   the exact dx may be small. Σg⊙x, which can overflow where g does not, is retaken
+//   over x̂ then (tests/fuzz/FINDINGS.md F16, F18).
 // - An output beyond the cache (larger than stream_above_bytes) is written with
 //   streaming stores, two rows at a time, the next two read and their Σx²
 //   summed meanwhile (core::stream_row_pairs, core::normalize_rows): faster
