@@ -22,39 +22,46 @@ struct logits_row {
     double logsumexp, token_log_probability, entropy, sum_probability_squared;
 };
 
-// Over z' = z/τ: lse, log π_y, H = −Σπ log π, Σπ², each summed literally, from z'_v − z'_max formed
-// as (z_v − z_max)/τ in long double (exact where z_v is near z_max). z'_v − lse itself would lose
-// log Σ at |z'| ≳ 1e15: a row {3e38, 3e38} at τ = 0.05 gave π = {1, 1}.
+// A row's z'_v − z'_max, formed as (z_v − z_max)/τ in long double (exact where z_v is near z_max), and
+// log Σ exp of them. z'_v − lse itself would lose log Σ at |z'| ≳ 1e15: a row {3e38, 3e38} at τ = 0.05
+// gave π = {1, 1}.
+struct shifted_logits {
+    const double* z;
+    double temperature;
+    long double largest = -INFINITY, log_sum = 0;
+
+    shifted_logits(const double* z_, ptrdiff_t n, double temperature_) : z(z_), temperature(temperature_) {
+        for (ptrdiff_t v = 0; v < n; ++v) largest = std::max<long double>(largest, z[v]);
+        long double sum = 0;
+        for (ptrdiff_t v = 0; v < n; ++v) sum += std::exp((*this)(v));
+        log_sum = std::log(sum);
+    }
+    long double operator()(ptrdiff_t v) const { return (static_cast<long double>(z[v]) - largest) / temperature; }
+};
+
+// Over z' = z/τ: lse, log π_y, H = −Σπ log π, Σπ², each summed literally from shifted_logits.
 inline logits_row logits_statistics(const double* z, ptrdiff_t n, ptrdiff_t token, double temperature) {
-    long double largest = -INFINITY;
-    for (ptrdiff_t v = 0; v < n; ++v) largest = std::max<long double>(largest, z[v]);
-    const auto shifted = [&](ptrdiff_t v) { return (static_cast<long double>(z[v]) - largest) / temperature; };
-    long double sum = 0;
-    for (ptrdiff_t v = 0; v < n; ++v) sum += std::exp(shifted(v));
-    const long double log_sum = std::log(sum);
+    const shifted_logits shifted(z, n, temperature);
     long double entropy = 0, squares = 0;
     for (ptrdiff_t v = 0; v < n; ++v) {
-        const long double log_p = shifted(v) - log_sum;
+        const long double log_p = shifted(v) - shifted.log_sum;
         const long double p = std::exp(log_p);
         if (p > 0) entropy -= p * log_p;
         squares += p * p;
     }
-    return {static_cast<double>(largest / temperature + log_sum), static_cast<double>(shifted(token) - log_sum),
-            static_cast<double>(entropy), static_cast<double>(squares)};
+    return {static_cast<double>(shifted.largest / temperature + shifted.log_sum),
+            static_cast<double>(shifted(token) - shifted.log_sum), static_cast<double>(entropy),
+            static_cast<double>(squares)};
 }
 
 // ∂(g·log π_y)/∂z_v = (g/τ)(δ_vy − π_v), π_v = exp(z'_v − z'_max − log Σ) as above.
 inline std::vector<double> logits_gradient(const double* z, ptrdiff_t n, ptrdiff_t token, double g,
                                            double temperature) {
-    long double largest = -INFINITY;
-    for (ptrdiff_t v = 0; v < n; ++v) largest = std::max<long double>(largest, z[v]);
-    const auto shifted = [&](ptrdiff_t v) { return (static_cast<long double>(z[v]) - largest) / temperature; };
-    long double sum = 0;
-    for (ptrdiff_t v = 0; v < n; ++v) sum += std::exp(shifted(v));
-    const long double log_sum = std::log(sum);
+    const shifted_logits shifted(z, n, temperature);
     std::vector<double> out(n);
     for (ptrdiff_t v = 0; v < n; ++v)
-        out[v] = static_cast<double>(g / temperature * ((v == token ? 1.0L : 0.0L) - std::exp(shifted(v) - log_sum)));
+        out[v] = static_cast<double>(g / temperature *
+                                     ((v == token ? 1.0L : 0.0L) - std::exp(shifted(v) - shifted.log_sum)));
     return out;
 }
 
