@@ -38,6 +38,9 @@
 //   its rstd, every y and dx of row i, and all of dγ NaN, and its mean not finite
 //   (NaN, or ±inf for an infinity of one sign past the first element, which the sums
 //   are shifted by); dβ = Σ dy is unaffected, and so are the other rows.
+// - Range: the backward forms g = dy⊙γ in the compute type; where it overflows
+//   (|dy|·|γ| beyond float for every storage but double) dx of that row is ±inf or
+//   NaN, as in rms_norm.hpp (tests/fuzz/FINDINGS.md F19).
 // - An output beyond the cache is written as rms_norm_forward writes it there
 //   (core::normalize_rows): streaming stores, rows in pairs, the next pair's
 //   first sweep summed while this pair is written; the same bits as the one-row
