@@ -477,10 +477,8 @@ private:
         const moments stats = core::contiguous_moments(in_.rewards.data + g * layout_->size, layout_->size);
         if (!std::isfinite(stats.mean) || !std::isfinite(stats.m2)) return general_group(g, scratch);
         const group_scale scale = center_and_divisor(stats, false);
-        // Leave-one-out's (r − μ)·n/(n − 1) is the group mean's form with D/stretch for D.
-        if (options_.center == center_mode::leave_one_out)
-            return write_scaled(g, scale.center, scale.denominator / scale.stretch, scale.stretch / scale.denominator);
-        write_scaled(g, scale.center, scale.denominator, 1.0 / scale.denominator);
+        // Leave-one-out's (r − μ)·n/(n − 1) is the group mean's form with D/stretch for D (stretch is 1 otherwise).
+        write_scaled(g, scale.center, scale.denominator / scale.stretch, scale.stretch / scale.denominator);
     }
 
     // Sixteen contiguous float groups at once: D(v) and 1/D(v) lane by lane, with v = M2·(1/(n − ddof)).
@@ -504,10 +502,8 @@ private:
         for (index_type k = 0; k < 16; ++k) {
             if (std::isnan(stats.mean[k]))
                 general_group(first + k, scratch);
-            else if (stretch != 1.0)
-                write_scaled(first + k, stats.mean[k], denominator[k] / stretch, reciprocal[k] * stretch);
             else
-                write_scaled(first + k, stats.mean[k], denominator[k], reciprocal[k]);
+                write_scaled(first + k, stats.mean[k], denominator[k] / stretch, reciprocal[k] * stretch);
         }
     }
 
