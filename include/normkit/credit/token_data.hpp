@@ -15,7 +15,10 @@
 //   logits are O(T·V)).
 // - standardize(): the centred two-pass moments of core::two_pass_moments; a
 //   set of equal values, or of one value, is degenerate and standardizes to 0
-//   exactly.
+//   exactly. A set holding a NaN or ±inf is not finite: every z-score of it is
+//   NaN, a set of one and a set of equal infinities included (before, both
+//   were degenerate and gave 0), so a non-finite value propagates as NaN to
+//   exactly the set it belongs to.
 #pragma once
 
 #include "../core/error.hpp"
@@ -25,6 +28,7 @@
 #include "../core/view.hpp"
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace normkit::credit::detail {
@@ -55,6 +59,7 @@ struct location_scale {
     double mean = 0;
     double scale = 1;        // what to divide by (std + eps, or 1)
     bool degenerate = true;  // fewer than two values or all equal: z = 0
+    bool finite = true;      // no NaN or ±inf in the set; otherwise z = NaN
 };
 
 // Mean and (std + eps) of values with the given ddof; see the header comment.
@@ -62,6 +67,7 @@ inline location_scale standardize(const std::vector<double>& values, int ddof, d
     location_scale result;
     const auto n = static_cast<index_type>(values.size());
     if (n == 0) return result;
+    for (double v : values) result.finite = result.finite && std::isfinite(v);
     const moments stats = core::two_pass_moments([&](auto&& sink) {
         for (double v : values) sink(v, 1.0);
     });
@@ -77,6 +83,7 @@ inline location_scale standardize(const std::vector<double>& values, int ddof, d
 }
 
 inline double standardized(double value, const location_scale& stats) {
+    if (!stats.finite) return std::numeric_limits<double>::quiet_NaN();
     return stats.degenerate ? 0.0 : (value - stats.mean) / stats.scale;
 }
 

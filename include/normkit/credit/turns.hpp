@@ -48,6 +48,20 @@
 // index ≥ N or not non-decreasing within a row) → normkit::error naming the
 // argument. The discounted sums run the recursion of core/returns.hpp.
 //
+// Non-finite data: padding (t ≥ turn_count[i]) is never read. A standardized set (a cell, a
+// group, the batch) holding a NaN or ±inf standardizes to NaN throughout (token_data.hpp), so:
+// - A²TGPO: a non-finite IG at turn t of row i makes ĨG of its cell (group, t) NaN, hence D and
+//   A NaN at turns ≤ t of every member with more than t turns, and c NaN at turn t; the outcome
+//   turn keeps A_n = outcome. A non-finite outcome_i gives A = that value (NaN, ±inf) at turns
+//   0..n of row i (outcome + α·D), c unaffected.
+// - MAPO: a non-finite r at turn t of row i makes A NaN at every valid turn of its group (of the
+//   batch under immediate_scope = batch), through the group term.
+// - GTPO: G of row i is not finite at turns ≤ t (γ = 0 too: 0·NaN = NaN); all_turns: every valid
+//   turn of its group NaN; turn_index: the cells of turn indices ≤ t, every member's turns ≤ t.
+// - turns_to_tokens copies: a NaN or ±inf per-turn value reaches exactly the tokens of that turn,
+//   bit for bit; options.outside is written as given (NaN included).
+// Every other turn, token, padding (A = 0, c = 1) and group keeps its bits.
+//
 // Memory (checked; an overlap is a normkit::error naming both arguments): every output is
 // disjoint from every input (the group ids included) and from the other outputs; none is
 // written in place.
