@@ -49,6 +49,13 @@
 //   normalization (or the tanh mapping) needs 1 inside the bounds, and
 //   ramp_end < ramp_start → normkit::error naming the argument.
 // - Signs: w_eff ≥ w_min > 0, so sign(A_{i,t}) = sign(A_i).
+// - Non-finite data: masked tokens are never read. A contrast of ±inf at a valid token (a
+//   log-prob of ±inf beside a finite one) maps to the bound it points at, and the response is
+//   normalized as any other. A NaN contrast (a NaN log-prob, or inf − inf) → normkit::error
+//   "the contrast log_prob_rubric - log_prob_free is NaN at valid token (i, t)", checked before
+//   anything is written. A NaN or ±inf A_i reaches the valid tokens of row i of token_advantages
+//   as w_eff·A_i (w_eff > 0: the value itself); weights, masked tokens (0) and other rows keep
+//   their bits.
 //
 // Memory (checked; an overlap is a normkit::error naming both arguments): every output is
 // disjoint from every input (the group ids included) and from the other outputs; none is

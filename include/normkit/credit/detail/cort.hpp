@@ -96,6 +96,16 @@ index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const 
                   "ramp_end ", options.ramp_end, " must not precede ramp_start ", options.ramp_start, " (step ",
                   options.step, ")");
     const double ramp = smoothstep_ramp(options.step, options.ramp_start, options.ramp_end);
+    const auto contrast_at = [&](index_type i, index_type t) {
+        return static_cast<double>(core::to_compute(log_prob_rubric(i, t))) -
+               static_cast<double>(core::to_compute(log_prob_free(i, t)));
+    };
+    // A NaN contrast is bad input; checked before anything is written (it was found row by row,
+    // after the rows before it had been written).
+    for (index_type i = 0; i < mask.rows; ++i)
+        for (index_type t = 0; t < mask.cols; ++t)
+            core::require(!is_valid(mask(i, t)) || !std::isnan(contrast_at(i, t)),
+                          "the contrast log_prob_rubric - log_prob_free is NaN at valid token (", i, ", ", t, ")");
     index_type max_rounds = 0;
     std::vector<double> w;
     std::vector<index_type> positions;
@@ -104,11 +114,7 @@ index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const 
         positions.clear();
         for (index_type t = 0; t < mask.cols; ++t) {
             if (!is_valid(mask(i, t))) continue;
-            const double contrast = static_cast<double>(core::to_compute(log_prob_rubric(i, t))) -
-                                    static_cast<double>(core::to_compute(log_prob_free(i, t)));
-            core::require(!std::isnan(contrast), "the contrast log_prob_rubric - log_prob_free is NaN at valid token (",
-                          i, ", ", t, ")");
-            w.push_back(cort_map(contrast, options));
+            w.push_back(cort_map(contrast_at(i, t), options));
             positions.push_back(t);
         }
         if (options.normalize) max_rounds = std::max(max_rounds, cort_normalize(w, low, high));
