@@ -32,6 +32,15 @@
 // - Groups: a normkit::groups over the rows (contiguous_groups(G) or group_ids(uid)).
 // - Arithmetic in double; returns (G) are optional ({}), and so is importance_weights.
 // - verl-old and verl-new differ only in handle_zero_tail (credit/presets.hpp).
+// - Non-finite data: masked positions are never read and never enter a sum. A NaN or ±inf
+//   reward at valid (i, t) makes G of row i that value (NaN, or ±inf) at t and at every position
+//   before it, the returns included; a NaN or +inf old_log_prob, or a NaN or ±inf Σπ² or ρ, at
+//   valid (i, t) makes W of row i not finite from t on (old_log_prob = −inf is ordinary: π = 0).
+//   Where a member valid at t has a non-finite G or W, the baseline B_t of its group is NaN (never
+//   ±inf, which would give the other members ∓inf), so every advantage of the group at t is NaN,
+//   except where the zero tail puts b = 0 (A = G); a group of one has no baseline: A = G. Under
+//   compact, t is the packed position. Other positions, masked tokens (0) and other groups keep
+//   their bits (before, a masked position after a non-finite G or W got NaN·0 = NaN).
 //
 // Memory (checked; an overlap is a normkit::error naming both arguments): every output is
 // disjoint from every input (the group ids included) and from the other outputs; none is

@@ -6,9 +6,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace normkit::credit::detail {
+
+// What a member with a non-finite G or W adds to a baseline's numerator: NaN, so B_t is NaN
+// (not ±inf, which would give the other members ∓inf advantages).
+inline constexpr double otb_not_finite = std::numeric_limits<double>::quiet_NaN();
 
 // G (reward to go), W (cumulative weight) and m per position, row-major [rows × cols], and the
 // valid-token count of each row.
@@ -78,27 +83,33 @@ inline void otb_group(const token_sums& s, const std::vector<index_type>& member
                       const optimal_token_baseline_options& options, std::vector<double>& numerator,
                       std::vector<double>& denominator, std::vector<double>& A) {
     const index_type cols = s.cols;
+    // Masked positions are selected out, never multiplied by m = 0: a non-finite G or W there
+    // (carried from a valid token) would give NaN·0 = NaN.
     if (members.size() == 1) {
         const index_type i = members[0];
-        for (index_type t = 0; t < cols; ++t) A[s.at(i, t)] = s.G[s.at(i, t)] * s.m[s.at(i, t)];
+        for (index_type t = 0; t < cols; ++t) A[s.at(i, t)] = s.m[s.at(i, t)] != 0 ? s.G[s.at(i, t)] : 0.0;
         return;
     }
     index_type second = 0;
     const index_type tail = options.handle_zero_tail ? zero_tail_member(members, s.lengths, second) : -1;
-    // Row by row (contiguous), summing over members in order for each t.
+    // Row by row (contiguous), summing over members in order for each t; a valid member's
+    // non-finite G or W makes B_t NaN (otb_baseline).
     std::fill(numerator.begin(), numerator.end(), 0.0);
     std::fill(denominator.begin(), denominator.end(), 0.0);
     for (index_type i : members)
         for (index_type t = 0; t < cols; ++t) {
-            numerator[static_cast<std::size_t>(t)] += s.G[s.at(i, t)] * s.W[s.at(i, t)] * s.m[s.at(i, t)];
-            denominator[static_cast<std::size_t>(t)] += s.W[s.at(i, t)] * s.m[s.at(i, t)];
+            if (s.m[s.at(i, t)] == 0) continue;
+            const double G = s.G[s.at(i, t)], W = s.W[s.at(i, t)];
+            numerator[static_cast<std::size_t>(t)] += std::isfinite(G) && std::isfinite(W) ? G * W : otb_not_finite;
+            denominator[static_cast<std::size_t>(t)] += W;
         }
     for (index_type i : members)
         for (index_type t = 0; t < cols; ++t) {
+            if (s.m[s.at(i, t)] == 0) continue;
             const double baseline =
                 numerator[static_cast<std::size_t>(t)] / (denominator[static_cast<std::size_t>(t)] + options.eps);
             const double b = (i == tail && t >= second) ? 0.0 : baseline;
-            A[s.at(i, t)] = (s.G[s.at(i, t)] - b) * s.m[s.at(i, t)];
+            A[s.at(i, t)] = s.G[s.at(i, t)] - b;
         }
 }
 
@@ -128,8 +139,9 @@ inline void otb_compact_group(const token_sums& s, const std::vector<std::vector
         for (index_type i : members) {
             if (k >= length(i)) continue;
             const index_type t = position(i, k);
-            numerator += s.G[s.at(i, t)] * s.W[s.at(i, t)];
-            denominator += s.W[s.at(i, t)];
+            const double G = s.G[s.at(i, t)], W = s.W[s.at(i, t)];
+            numerator += std::isfinite(G) && std::isfinite(W) ? G * W : otb_not_finite;
+            denominator += W;
         }
         const double baseline = numerator / (denominator + options.eps);
         for (index_type i : members) {
