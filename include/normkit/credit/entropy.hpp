@@ -10,6 +10,12 @@
 //   keep_{i,t} = m_{i,t} ∧ H_{i,t} ≥ q
 //   ρ = options.rho (TRL's default 1 keeps every valid token; ρ = 0 keeps the
 //   maximal ones). No valid token: all 0. ρ outside [0, 1] → error.
+//   Non-finite data: masked entropies are never read. A NaN entropy is never kept and stays out
+//   of the quantile (taken over the valid non-NaN entropies; none: all 0; before, std::sort met
+//   the NaN, which is undefined). ±inf rank above / below every finite entropy: where the
+//   quantile falls between two neighbours of which one is infinite, it is the upper one, which
+//   keeps what any value between them keeps (torch's lerp gives NaN there, which kept nothing);
+//   so +inf is kept at every ρ, and −inf only where the quantile is −inf (ρ = 1, or −inf ties).
 //
 // hapo_entropy_signal (HAPO Eq. 5–6, compute over valid tokens of the batch):
 //   ℓ = log(max(H, 1e-8)),  h = (ℓ − Q_p(ℓ))/s,  s = max(√mean((ℓ − Q_p)²), 1e-8)
@@ -23,6 +29,9 @@
 //   default is the paper's range; released_code reproduces the repository bit
 //   for bit in form (credit::presets::hapo_paper() and hapo_released_code()).
 //   pivot default 0.8: the released recipe's entropy_pivot (the function default is 0.5).
+//   Non-finite data: masked entropies are never read. A NaN or +inf entropy at a valid token
+//   gets h̃ = NaN and stays out of Q_p, s and the extremes (every other token gets what it gets
+//   with that token masked); −inf is below the floor: ℓ = log 1e-8, as for any H ≤ 1e-8.
 //
 // hapo_token_advantages (Token Level Group Average, HAPO Eq. 9, `hapo` estimator):
 //   per group, over all valid tokens of its responses (response i counts |o_i| times):
@@ -32,15 +41,28 @@
 //   one has μ = 0, σ = 1). Output A_{i,t} = A_i·[m ≠ 0]. A group with no valid
 //   token gets 0. (The released code also tests |A| ≥ 5 at masked positions,
 //   where its broadcast holds (0 − μ)/σ; here only valid tokens count.)
+//   Non-finite data: a NaN or ±inf score of a response with a valid token makes every advantage
+//   of its group NaN at the group's valid tokens (a group of one token, or of equal infinities,
+//   included: before, those were degenerate and got 0); NaN is not ≥ the fallback threshold. The
+//   score of a response without valid tokens is read only when its group falls back to GRPO.
+//   Masked tokens get 0, other groups keep their bits.
 //
 // hapo_clip_ranges (Eq. 12–13): per token, from bases ε_L, ε_H and α_c (options):
 //   ε_L,t = ε_L·(1 − α_c·h̃) if h̃ ≤ 0 else ε_L;  ε_H,t = ε_H·(1 + α_c·h̃) if h̃ > 0 else ε_H
+//   Non-finite data: a NaN h̃ (on neither side of 0) gives NaN ε_L,t and ε_H,t (before: the
+//   bases); ±inf follows the formulas: h̃ = +inf gives ε_L and ε_H,t = +inf, h̃ = −inf gives
+//   ε_L,t = +inf and ε_H (for α_c and the base > 0; 0·inf = NaN where either is 0).
 //
 // hapo_redistribute (Eq. 10–11, ada_advantage): with r = π/π_old and the
 // neutral band (1 − ε_L,t/2, 1 + ε_H,t/2) (open, as the code's strict <, >):
 //   h̃ > 0: A·(1 + β·h̃) outside the band, A inside
 //   h̃ ≤ 0: A·(1 + β·h̃) inside the band, A outside
 //   masked tokens → 0. β default 1 (the paper's adv_beta).
+//   Non-finite data: masked tokens are never read. At a valid token a NaN in any input gives NaN
+//   (before, a NaN h̃, ratio or range picked whichever branch its false comparisons chose); a
+//   ±inf A gives ±inf (A·(1 + β·h̃), NaN where 1 + β·h̃ = 0); a ±inf ratio or range is compared as
+//   any number (a ratio of ±inf is outside the band); h̃ = ±inf makes A·(1 + β·h̃) = ±inf (by the
+//   signs) in its scaled branch and leaves A in the other.
 //
 // Memory (checked; an overlap is a normkit::error naming both arguments): every output is
 // disjoint from every input (the group ids included) and from the other outputs; none is

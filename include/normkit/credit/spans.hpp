@@ -20,6 +20,11 @@
 // [0, K), or that overlaps another span of the same sample. An empty span
 // (start = end) is allowed and touches nothing.
 //
+// Non-finite data: values are copied, never computed on. A NaN or ±inf in position_advantages or
+// response_advantages reaches exactly the valid tokens that take it, bit for bit; masked tokens
+// get 0, and entries no span of their sample names (and response_advantages under
+// outside_span::zero) are not read.
+//
 // Memory (checked; an overlap is a normkit::error naming both arguments): every output is
 // disjoint from every input (the group ids included) and from the other outputs; none is
 // written in place.

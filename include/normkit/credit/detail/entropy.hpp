@@ -5,17 +5,23 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace normkit::credit::detail {
 
-// torch.quantile's linear interpolation of sorted values at q ∈ [0, 1] (torch's lerp form).
+// torch.quantile's linear interpolation of sorted values (no NaN) at q ∈ [0, 1] (torch's lerp
+// form). Between neighbours a < b of which one is infinite, or whose gap overflows (where the lerp
+// gives NaN or ±inf), it is b: any value strictly between the neighbours keeps the same values
+// (those ≥ b), and so does b.
 inline double linear_quantile(const std::vector<double>& sorted, double q) {
     const double position = q * static_cast<double>(sorted.size() - 1);
     const auto below = static_cast<std::size_t>(std::floor(position));
     const std::size_t above = std::min(below + 1, sorted.size() - 1);
     const double weight = position - static_cast<double>(below);
     const double a = sorted[below], b = sorted[above];
+    if (weight == 0 || a == b) return a;
+    if (!std::isfinite(b - a)) return b;
     return weight < 0.5 ? a + weight * (b - a) : b - (b - a) * (1.0 - weight);
 }
 
@@ -28,7 +34,11 @@ void top_entropy_mask(matrix_view<const T> entropy, matrix_view<const T> mask, d
     std::vector<double> values;
     for (index_type i = 0; i < mask.rows; ++i)
         for (index_type t = 0; t < mask.cols; ++t)
-            if (is_valid(mask(i, t))) values.push_back(static_cast<double>(core::to_compute(entropy(i, t))));
+            if (is_valid(mask(i, t))) {
+                // NaN entropies are never kept and stay out of the quantile (std::sort needs an order).
+                const double h = static_cast<double>(core::to_compute(entropy(i, t)));
+                if (!std::isnan(h)) values.push_back(h);
+            }
     double threshold = 0;
     if (!values.empty()) {
         std::sort(values.begin(), values.end());
@@ -48,13 +58,20 @@ void hapo_entropy_signal(matrix_view<const T> entropy, matrix_view<const T> mask
     core::require_all_like("mask", mask, "entropy", entropy, "signal", signal);
     core::require_disjoint("signal", signal, "entropy", entropy, "mask", mask);
     core::require(options.pivot >= 0 && options.pivot <= 1, "pivot must be in [0, 1], got ", options.pivot);
+    // ℓ of a valid token; NaN for a NaN or +inf entropy (−inf is below the floor: ℓ = log 1e-8).
     const auto log_entropy = [&](index_type i, index_type t) {
-        return std::log(std::max(static_cast<double>(core::to_compute(entropy(i, t))), 1e-8));
+        const double h = static_cast<double>(core::to_compute(entropy(i, t)));
+        return std::isnan(h) || h == std::numeric_limits<double>::infinity() ? std::numeric_limits<double>::quiet_NaN()
+                                                                             : std::log(std::max(h, 1e-8));
     };
+    // The statistics are over the finite ℓ only: a NaN or +inf entropy makes its own h̃ NaN, no other.
     std::vector<double> values;
     for (index_type i = 0; i < mask.rows; ++i)
         for (index_type t = 0; t < mask.cols; ++t)
-            if (is_valid(mask(i, t))) values.push_back(log_entropy(i, t));
+            if (is_valid(mask(i, t))) {
+                const double l = log_entropy(i, t);
+                if (!std::isnan(l)) values.push_back(l);
+            }
     double quantile = 0, spread = 1, largest = 0, smallest = 0;
     if (!values.empty()) {
         std::vector<double> sorted = values;
@@ -76,7 +93,9 @@ void hapo_entropy_signal(matrix_view<const T> entropy, matrix_view<const T> mask
             double value = 0;
             if (is_valid(mask(i, t))) {
                 const double h = (log_entropy(i, t) - quantile) / spread;
-                if (h > 0)
+                if (std::isnan(h))
+                    value = h;
+                else if (h > 0)
                     value = h / largest;
                 else if (h < 0)
                     value = options.sign == hapo_sign::paper_range ? h / -smallest : h / smallest;
@@ -144,11 +163,15 @@ void hapo_clip_ranges(matrix_view<const T> signal, matrix_view<T> low, matrix_vi
     core::require(std::isfinite(alpha), "alpha must be finite, got ", alpha);
     for (index_type i = 0; i < signal.rows; ++i)
         for (index_type t = 0; t < signal.cols; ++t) {
+            // A NaN h̃ is on neither side of 0: both ranges NaN (it got the bases before).
             const double h = static_cast<double>(core::to_compute(signal(i, t)));
-            low(i, t) = core::from_compute<T>(
-                static_cast<core::compute_t<T>>(h <= 0 ? clip_low * (1.0 - h * alpha) : clip_low));
-            high(i, t) = core::from_compute<T>(
-                static_cast<core::compute_t<T>>(h > 0 ? clip_high * (1.0 + h * alpha) : clip_high));
+            const double nan = std::numeric_limits<double>::quiet_NaN();
+            low(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(std::isnan(h) ? nan
+                                                                              : h <= 0 ? clip_low * (1.0 - h * alpha)
+                                                                                       : clip_low));
+            high(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(std::isnan(h) ? nan
+                                                                               : h > 0 ? clip_high * (1.0 + h * alpha)
+                                                                                       : clip_high));
         }
 }
 
@@ -170,9 +193,15 @@ void hapo_redistribute(matrix_view<const T> advantages, matrix_view<const T> sig
             double value = 0;
             if (is_valid(mask(i, t))) {
                 const double a = get(advantages, i, t), h = get(signal, i, t), r = get(ratio, i, t);
-                const bool inside = r > 1.0 - get(clip_low, i, t) / 2 && r < 1.0 + get(clip_high, i, t) / 2;
+                const double low = get(clip_low, i, t), high = get(clip_high, i, t);
+                const bool inside = r > 1.0 - low / 2 && r < 1.0 + high / 2;
                 const bool scaled = h > 0 ? !inside : inside;
-                value = scaled ? a * (1.0 + beta * h) : a;
+                // A NaN h̃, ratio or bound leaves the branch undefined: NaN (before, whichever branch the
+                // false comparisons picked).
+                if (std::isnan(h) || std::isnan(r) || std::isnan(low) || std::isnan(high))
+                    value = std::numeric_limits<double>::quiet_NaN();
+                else
+                    value = scaled ? a * (1.0 + beta * h) : a;
             }
             output(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(value));
         }
