@@ -1,6 +1,8 @@
 // The bad-input matrix of the credit module (docs/errors.md): the logits
 // kernels, the broadcast and the discounted returns, for each kind of bad input
-// the normkit::error and the words of its message, or the documented value.
+// the normkit::error and the words of its message, or the documented value; the
+// options and required inputs of the token kernels (their NaN / ±inf values are
+// tests/credit/special_values.cpp).
 // Float logits and double token data only.
 #include "support.hpp"
 
@@ -216,4 +218,121 @@ TEST_CASE("errors: aliasing: every credit output is disjoint from every input an
     // Disjoint outputs still run: the broadcast of the documented values.
     credit::broadcast_advantages(vector_view<const double>(advantages), M, OUT);
     CHECK(out == std::vector<double>{1.0, 1.0, 0.0, -1.0, -1.0, -1.0});
+}
+
+TEST_CASE("errors: the options and required inputs of the token kernels name themselves", "[credit][errors]") {
+    std::vector<double> m(6, 1.0), d = {0.1, 0.4, 0.2, 0.3, 0.5, 0.6}, o1(6), o2(6);
+    const auto M = view(m.data(), 2, 3), D = view(d.data(), 2, 3);
+    const auto O1 = view(o1.data(), 2, 3), O2 = view(o2.data(), 2, 3);
+    const auto groups = normkit::contiguous_groups(2);
+    const std::vector<double> two = {1.0, -1.0};
+    SECTION("CoRT") {
+        credit::cort_options options;
+        options.min_weight = 3;
+        options.max_weight = 2;
+        require_error_naming([&] { credit::cort_weights(D, D, M, two, O1, O2, options); },
+                             "min_weight 3 must not exceed max_weight 2");
+        options = {};
+        options.min_weight = 1.2;
+        require_error_naming([&] { credit::cort_weights(D, D, M, two, O1, O2, options); }, "must bracket 1");
+        options = {};
+        options.ramp_start = 5;
+        options.ramp_end = 1;
+        require_error_naming([&] { credit::cort_weights(D, D, M, two, O1, O2, options); },
+                             "ramp_end 1 must not precede ramp_start 5");
+    }
+    SECTION("OTB, entropy, HAPO") {
+        require_error_naming(
+            [&] {
+                credit::optimal_token_baseline(D, M, groups, D, D, {}, O1, {}, {false, false, -1.0});
+            },
+            "eps must be non-negative and finite, got -1");
+        require_error_naming([&] { credit::top_entropy_mask(D, M, O1, {1.5}); },
+                             "rho (top_entropy_quantile) must be in [0, 1], got 1.5");
+        credit::hapo_entropy_options entropy_options;
+        entropy_options.pivot = -0.5;
+        require_error_naming([&] { credit::hapo_entropy_signal(D, M, O1, entropy_options); },
+                             "pivot must be in [0, 1], got -0.5");
+        credit::hapo_advantage_options advantage_options;
+        advantage_options.eps = INFINITY;
+        require_error_naming([&] { credit::hapo_token_advantages(two, groups, M, O1, advantage_options); },
+                             "eps must be non-negative and finite, got inf");
+        credit::hapo_clip_options clip_options;
+        clip_options.clip_high = -1;
+        require_error_naming([&] { credit::hapo_clip_ranges(D, O1, O2, clip_options); },
+                             "clip_low 0.2 and clip_high -1 must be non-negative and finite");
+        clip_options = {};
+        clip_options.alpha = nan_value;
+        require_error_naming([&] { credit::hapo_clip_ranges(D, O1, O2, clip_options); }, "alpha must be finite");
+        require_error_naming(
+            [&] {
+                credit::hapo_clip_ranges(matrix_view<const double>{nullptr, 2, 3, 3}, O1, O2);
+            },
+            "signal is null");
+        require_error_naming([&] { credit::hapo_redistribute(D, D, D, D, D, M, O1, {INFINITY}); },
+                             "beta must be finite");
+    }
+    SECTION("spans") {
+        std::vector<double> mask(30, 1.0), table(6, 0.5), out(30);
+        const auto positions = view(table.data(), 2, 3);
+        const auto run = [&](const std::vector<credit::span>& spans) {
+            credit::span_advantages(spans, positions, view(mask.data(), 2, 10), {}, view(out.data(), 2, 10));
+        };
+        require_error_naming([&] { run({{3, 0, 1, 0}}); }, "spans[0].sample = 3 is outside [0, 2)");
+        require_error_naming(
+            [&] {
+                run({{0, 0, 1, 0}, {0, 4, 2, 0}});
+            },
+            "spans[1] = [4, 2) leaves the tokens [0, 10) or ends before it starts");
+        require_error_naming([&] { run({{0, 0, 1, 5}}); }, "spans[0].position = 5 is outside [0, 3)");
+        require_error_naming(
+            [&] { credit::span_advantages({}, positions, view(mask.data(), 3, 10), {}, view(out.data(), 3, 10)); },
+            "position_advantages has 2 rows (2x3) but mask has 3 samples");
+        require_error_naming(
+            [&] {
+                credit::span_advantages(vector_view<const credit::span>(nullptr, 1), positions,
+                                        view(mask.data(), 2, 10), {}, view(out.data(), 2, 10));
+            },
+            "spans is null");
+    }
+    SECTION("the per-turn estimators") {
+        const std::vector<index_type> turns = {3, 2}, too_many = {3, 4};
+        credit::a2tgpo_options options;
+        options.gamma = 1.5;
+        require_error_naming([&] { credit::a2tgpo_advantages(D, turns, groups, two, O1, {}, options); },
+                             "gamma must lie in [0, 1], got 1.5");
+        options = {};
+        options.eps = -1;
+        require_error_naming([&] { credit::a2tgpo_advantages(D, turns, groups, two, O1, {}, options); },
+                             "eps must be non-negative and finite, got -1");
+        options = {};
+        options.ddof = 2;
+        require_error_naming([&] { credit::a2tgpo_advantages(D, turns, groups, two, O1, {}, options); },
+                             "ddof must be 0 or 1, got 2");
+        options = {};
+        options.clip_spread = INFINITY;
+        require_error_naming([&] { credit::a2tgpo_advantages(D, turns, groups, two, O1, {}, options); },
+                             "alpha 0.3 and clip_spread inf must be finite");
+        require_error_naming([&] { credit::a2tgpo_advantages(D, too_many, groups, two, O1); },
+                             "turn_count[1] = 4 is outside [0, 3]");
+        credit::mapo_options mapo;
+        mapo.alpha = nan_value;
+        require_error_naming([&] { credit::mapo_advantages(D, turns, groups, O1, mapo); }, "alpha must be finite");
+        std::vector<index_type> turn_index = {0, 1, 1, 0, 0, -1, 0, 0, 0};
+        std::vector<double> tokens(9);
+        require_error_naming(
+            [&] { credit::turns_to_tokens(D, view(turn_index.data(), 3, 3), view(tokens.data(), 3, 3)); },
+            "per_turn has 2 rows (2x3) but turn_index has 3");
+        require_error_naming(
+            [&] {
+                credit::turns_to_tokens(matrix_view<const double>{nullptr, 2, 3, 3}, view(turn_index.data(), 2, 3),
+                                        view(tokens.data(), 2, 3));
+            },
+            "per_turn is null");
+        require_error_naming(
+            [&] {
+                credit::turns_to_tokens(D, matrix_view<const index_type>{nullptr, 2, 3, 3}, view(tokens.data(), 2, 3));
+            },
+            "turn_index is null");
+    }
 }
