@@ -11,8 +11,8 @@
 //   ρ = options.rho (TRL's default 1 keeps every valid token; ρ = 0 keeps the
 //   maximal ones). No valid token: all 0. ρ outside [0, 1] → error.
 //   Non-finite data: masked entropies are never read. A NaN entropy is never kept and stays out
-//   of the quantile (taken over the valid non-NaN entropies; none: all 0; before, std::sort met
-//   the NaN, which is undefined). ±inf rank above / below every finite entropy: where the
+//   of the quantile (taken over the valid non-NaN entropies; none: all 0; std::sort must never
+//   meet a NaN, which is undefined). ±inf rank above / below every finite entropy: where the
 //   quantile falls between two neighbours of which one is infinite, it is the upper one, which
 //   keeps what any value between them keeps (torch's lerp gives NaN there, which kept nothing);
 //   so +inf is kept at every ρ, and −inf only where the quantile is −inf (ρ = 1, or −inf ties).
@@ -43,13 +43,13 @@
 //   where its broadcast holds (0 − μ)/σ; here only valid tokens count.)
 //   Non-finite data: a NaN or ±inf score of a response with a valid token makes every advantage
 //   of its group NaN at the group's valid tokens (a group of one token, or of equal infinities,
-//   included: before, those were degenerate and got 0); NaN is not ≥ the fallback threshold. The
+//   included: a non-finite set is not a degenerate one); NaN is not ≥ the fallback threshold. The
 //   score of a response without valid tokens is read only when its group falls back to GRPO.
 //   Masked tokens get 0, other groups keep their bits.
 //
 // hapo_clip_ranges (Eq. 12–13): per token, from bases ε_L, ε_H and α_c (options):
 //   ε_L,t = ε_L·(1 − α_c·h̃) if h̃ ≤ 0 else ε_L;  ε_H,t = ε_H·(1 + α_c·h̃) if h̃ > 0 else ε_H
-//   Non-finite data: a NaN h̃ (on neither side of 0) gives NaN ε_L,t and ε_H,t (before: the
+//   Non-finite data: a NaN h̃ (on neither side of 0) gives NaN ε_L,t and ε_H,t (not the
 //   bases); ±inf follows the formulas: h̃ = +inf gives ε_L and ε_H,t = +inf, h̃ = −inf gives
 //   ε_L,t = +inf and ε_H (for α_c and the base > 0; 0·inf = NaN where either is 0).
 //
@@ -59,7 +59,7 @@
 //   h̃ ≤ 0: A·(1 + β·h̃) inside the band, A outside
 //   masked tokens → 0. β default 1 (the paper's adv_beta).
 //   Non-finite data: masked tokens are never read. At a valid token a NaN in any input gives NaN
-//   (before, a NaN h̃, ratio or range picked whichever branch its false comparisons chose); a
+//   (not whichever branch the false comparisons of a NaN h̃, ratio or range would pick); a
 //   ±inf A gives ±inf (A·(1 + β·h̃), NaN where 1 + β·h̃ = 0); a ±inf ratio or range is compared as
 //   any number (a ratio of ±inf is outside the band); h̃ = ±inf makes A·(1 + β·h̃) = ±inf (by the
 //   signs) in its scaled branch and leaves A in the other.

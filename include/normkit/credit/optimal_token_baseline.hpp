@@ -40,7 +40,7 @@
 //   ±inf, which would give the other members ∓inf), so every advantage of the group at t is NaN,
 //   except where the zero tail puts b = 0 (A = G); a group of one has no baseline: A = G. Under
 //   compact, t is the packed position. Other positions, masked tokens (0) and other groups keep
-//   their bits (before, a masked position after a non-finite G or W got NaN·0 = NaN).
+//   their bits (a masked position after a non-finite G or W is never multiplied: NaN·0 = NaN).
 //
 // Memory (checked; an overlap is a normkit::error naming both arguments): every output is
 // disjoint from every input (the group ids included) and from the other outputs; none is

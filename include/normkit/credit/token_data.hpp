@@ -16,9 +16,9 @@
 // - standardize(): the centred two-pass moments of core::two_pass_moments; a
 //   set of equal values, or of one value, is degenerate and standardizes to 0
 //   exactly. A set holding a NaN or ±inf is not finite: every z-score of it is
-//   NaN, a set of one and a set of equal infinities included (before, both
-//   were degenerate and gave 0), so a non-finite value propagates as NaN to
-//   exactly the set it belongs to.
+//   NaN, a set of one and a set of equal infinities included (neither is
+//   degenerate), so a non-finite value propagates as NaN to exactly the set
+//   it belongs to.
 #pragma once
 
 #include "../core/error.hpp"

@@ -196,8 +196,8 @@ void hapo_redistribute(matrix_view<const T> advantages, matrix_view<const T> sig
                 const double low = get(clip_low, i, t), high = get(clip_high, i, t);
                 const bool inside = r > 1.0 - low / 2 && r < 1.0 + high / 2;
                 const bool scaled = h > 0 ? !inside : inside;
-                // A NaN h̃, ratio or bound leaves the branch undefined: NaN (before, whichever branch the
-                // false comparisons picked).
+                // A NaN h̃, ratio or bound leaves the branch undefined: NaN, not whichever branch the
+                // false comparisons would pick.
                 if (std::isnan(h) || std::isnan(r) || std::isnan(low) || std::isnan(high))
                     value = std::numeric_limits<double>::quiet_NaN();
                 else
