@@ -308,7 +308,7 @@ inline std::vector<double> rollout_rejection_keep(const std::vector<double>& x, 
                                                   const std::vector<double>& mask, loss_shape shape,
                                                   const loss::rollout_rejection_options& o,
                                                   double* rejected = nullptr) {
-    const auto [rows, cols] = shape;
+    const std::ptrdiff_t rows = shape.rows, cols = shape.cols;  // (lambdas cannot capture a binding in C++17)
     const double C = o.log_ratio_clamp;
     const auto divergence = [](loss::rejection_statistic k, double d) {
         return k == loss::rejection_statistic::k1   ? -d

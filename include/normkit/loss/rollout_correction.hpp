@@ -307,6 +307,9 @@ double rollout_rejection_mask(matrix_view<const T> x, matrix_view<const T> rollo
     core::require_disjoint("keep", keep, "rollout_log_probs", rollout);
     const double limit = o.log_ratio_clamp;
     const auto statistics = {rejection_statistic::k1, rejection_statistic::k2, rejection_statistic::k3};
+    bool summed[3] = {false, false, false};  // the statistics some sequence criterion reduces
+    for (const auto& k : o.criteria)
+        if (k.level != rejection_level::token) summed[static_cast<std::size_t>(k.statistic)] = true;
     double rejected = 0;
     for (index_type i = 0; i < x.rows; ++i) {
         const auto m = [&](index_type t) {
@@ -325,9 +328,11 @@ double rollout_rejection_mask(matrix_view<const T> x, matrix_view<const T> rollo
             const double mt = m(t);
             if (mt == 0) continue;
             count += mt;
+            const double dt = d(t);
             for (const auto statistic : statistics) {
                 const auto s = static_cast<std::size_t>(statistic);
-                const double k = rejection_divergence(statistic, d(t));
+                if (!summed[s]) continue;
+                const double k = rejection_divergence(statistic, dt);
                 sum[s] += mt * k;
                 max[s] = std::isnan(max[s]) || std::isnan(k) ? std::numeric_limits<double>::quiet_NaN()
                                                              : std::max(max[s], k);
