@@ -61,6 +61,24 @@ def functions(framework, path, names, namespace):
     return namespace
 
 
+def constants(framework, path, names, namespace):
+    """Executes the top-level assignments of `names` in `path` (module constants such as option sets) into
+    `namespace`; returns the namespace."""
+    tree = ast.parse(source(framework, path))
+
+    def targets(node):
+        if isinstance(node, ast.AnnAssign):
+            return [node.target]
+        return node.targets if isinstance(node, ast.Assign) else []
+
+    found = [n for n in tree.body if any(isinstance(t, ast.Name) and t.id in names for t in targets(n))]
+    missing = set(names) - {t.id for n in found for t in targets(n) if isinstance(t, ast.Name)}
+    assert not missing, f"{framework}:{path} has no {missing}"
+    module = ast.fix_missing_locations(ast.Module(body=found, type_ignores=[]))
+    exec(compile(module, f"{framework}:{path}", "exec"), namespace)
+    return namespace
+
+
 def methods(framework, path, class_name, names, namespace):
     """The methods `names` of class `class_name`, as plain functions (staticmethods kept as such)."""
     tree = ast.parse(source(framework, path))

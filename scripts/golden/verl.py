@@ -2,6 +2,7 @@
 
 Writes tests/loss/golden_verl.hpp and tests/advantage/golden_verl.hpp.
 """
+import math
 import os
 import sys
 import types
@@ -28,6 +29,8 @@ fw.functions("verl", CORE, ["agg_loss", "compute_value_loss", "compute_policy_lo
                             "compute_policy_loss_clip_cov"], ns)
 fw.functions("verl", RC, ["_parse_rollout_is_threshold", "compute_is_metrics", "compute_rollout_correction_weights"],
              ns)
+fw.constants("verl", RC, ["SUPPORTED_ROLLOUT_RS_OPTIONS", "TOKEN_LEVEL_ROLLOUT_RS_OPTIONS"], ns)
+fw.functions("verl", RC, ["_parse_rollout_rs_thresholds", "compute_rs_metrics", "compute_rollout_rejection_mask"], ns)
 
 loss_out = fw.Emitter("verl")
 advantage_out = fw.Emitter("verl")
@@ -167,6 +170,95 @@ for name, scores_mask, token_rewards in opo_cases:
     advantage_out.add("opo", CORE, "compute_opo_outcome_advantage", name, token_level_rewards=token_rewards,
                       response_mask=scores_mask, advantages=advantages, rows=scores_mask.shape[0],
                       cols=scores_mask.shape[1], group_size=3 if scores_mask.shape[0] == 6 else 2)
+
+# Rejection sampling (rollout_rs): every option of verl's list on the same inputs, each with its threshold; then
+# chained options. Own generator, so the tables above keep their numbers.
+rs_generator = torch.Generator().manual_seed(1819)
+
+
+def rs_rand(shape, low, high):
+    return low + (high - low) * torch.rand(shape, generator=rs_generator, dtype=torch.float64)
+
+
+LEVELS = {"token": 0, "seq_sum": 1, "seq_mean": 2, "seq_max": 3}
+LOG2, ABOVE_ONE = math.log(2.0), math.nextafter(1.0, 2.0)
+rs_mask = t([[1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0]])
+huge = rs_rand((5, 6), -30, 30)
+huge[0, 1], huge[0, 4], huge[1, 5] = math.inf, math.nan, -math.inf  # inf kept (clamped), NaN and -inf masked
+huge[2, 2] = -math.inf
+nan_row = rs_rand((5, 6), -0.3, 0.3)
+nan_row[2, 3] = math.nan  # a NaN under the mask: its token (token level) or its row (sequence level) rejected
+# The bounds themselves (k1: -d = log 0.5 and log 2; k2: d = ±1 against 0.5) and one ulp past them, one row each.
+ties = t([[LOG2, -LOG2, 0.0, 0.0], [1.0, -1.0, 0.0, 0.0], [ABOVE_ONE, 0.0, 0.0, 0.0], [-LOG2, 0.0, 0.0, 0.0],
+          [math.nextafter(LOG2, 1.0), 0.0, 0.0, 0.0], [LOG2, LOG2, 0.0, 0.0]])
+ties_mask = t([[1, 1, 0, 0], [1, 1, 0, 0], [1, 0, 0, 0], [1, 0, 0, 0], [1, 0, 0, 0], [1, 1, 0, 0]])
+# A k1 lower bound above 1: a mean lying on it is moved off it by verl's Σm + 1e-8 (rejected).
+above = t([[-math.log(1.5), -math.log(1.5)], [-math.log(1.5), 0.0], [-math.log(2.9), -math.log(1.6)]])
+above_mask = t([[1, 1], [1, 0], [1, 1]])
+datasets = [
+    ("random", rs_rand((5, 6), -0.8, 0.8), rs_mask),
+    ("wide", rs_rand((5, 6), -3.0, 3.0), rs_mask),
+    ("huge", huge, rs_mask),
+    ("masked_nan", nan_row, rs_mask),
+    ("single_token", rs_rand((6, 1), -1.0, 1.0), t([[1], [1], [0], [1], [1], [1]])),
+    ("ties", ties, ties_mask),
+    ("k1_lower_above_one", above, above_mask),
+]
+# Thresholds per option and data set: (upper, lower) for k1 (lower None: verl's 1/upper), upper for k2 and k3.
+scale = {"token": 1.0, "seq_sum": 4.0, "seq_mean": 0.7, "seq_max": 1.5}
+k1_scale = {"token": 1.0, "seq_sum": 2.0, "seq_mean": 0.7}
+k1_bounds = {"random": (1.6, 0.6), "wide": (4.0, None), "huge": (1e6, 1e-6), "masked_nan": (1.4, 0.7),
+             "single_token": (1.8, 0.9), "ties": (2.0, 0.5), "k1_lower_above_one": (3.0, 1.5)}
+k23_upper = {"random": 0.15, "wide": 1.0, "huge": 50.0, "masked_nan": 0.03, "single_token": 0.2, "ties": 0.5,
+             "k1_lower_above_one": 0.1}
+
+
+def rs_case(name, criteria, log_ratio, m, shared_spec=None):
+    options = ",".join(option for option, _ in criteria)
+    specs = shared_spec if shared_spec is not None else ",".join(spec for _, spec in criteria)
+    keep, metrics = ns["compute_rollout_rejection_mask"](log_ratio, m, rollout_rs=options, rollout_rs_threshold=specs)
+    parsed = ns["_parse_rollout_rs_thresholds"]([option for option, _ in criteria], specs)
+    levels, statistics, uppers, lowers = [], [], [], []
+    for option, _ in criteria:
+        level, statistic = option.rsplit("_", 1)
+        levels.append(LEVELS[level])
+        statistics.append(int(statistic[1]) - 1)
+        uppers.append(parsed[option]["upper"])
+        lowers.append(parsed[option]["lower"] if parsed[option]["lower"] is not None else -1.0)
+    loss_out.add("rollout_rs_mask", RC, "compute_rollout_rejection_mask", name, log_ratio=log_ratio, mask=m,
+                 level=levels, statistic=statistics, upper=uppers, lower=lowers, keep=keep,
+                 masked_fraction=metrics["rollout_rs_masked_fraction"], rows=m.shape[0], cols=m.shape[1])
+
+
+def spec(option, dataset):
+    level, statistic = option.rsplit("_", 1)
+    if statistic == "k1":
+        upper, lower = k1_bounds[dataset]
+        if level != "token" and dataset not in ("ties", "k1_lower_above_one", "huge"):
+            upper, lower = upper ** k1_scale[level], (lower ** k1_scale[level] if lower is not None else None)
+        return repr(upper) if lower is None else f"{lower!r}_{upper!r}"
+    upper = k23_upper[dataset]
+    if dataset not in ("ties", "k1_lower_above_one"):
+        upper *= scale[level]
+    if dataset == "ties" and level == "seq_sum":
+        upper = 1.0  # two tokens of ½ each sum to the bound exactly
+    return repr(upper)
+
+
+for option in sorted(ns["SUPPORTED_ROLLOUT_RS_OPTIONS"]):
+    for dataset, log_ratio, m in datasets:
+        if dataset == "k1_lower_above_one" and not option.endswith("k1"):
+            continue
+        rs_case(f"{option}/{dataset}", [(option, spec(option, dataset))], log_ratio, m)
+# Chained options: all must pass, each on the original mask; one threshold may serve every option.
+for name, criteria, dataset in [("token_k1+seq_max_k3", [("token_k1", "0.5_2.0"), ("seq_max_k3", "0.2")], 0),
+                                ("seq_mean_k1+token_k2", [("seq_mean_k1", "0.8_1.25"), ("token_k2", "0.2")], 0),
+                                ("seq_sum_k3+seq_mean_k2", [("seq_sum_k3", "0.6"), ("seq_mean_k2", "0.1")], 0),
+                                ("token_k3+seq_sum_k1", [("token_k3", "0.15"), ("seq_sum_k1", "0.3_3.0")], 0),
+                                ("three", [("token_k1", "0.5_2.0"), ("seq_max_k2", "0.3"), ("seq_mean_k3", "0.2")], 0),
+                                ("shared_huge", [("token_k2", "50.0"), ("seq_max_k3", "50.0")], 2)]:
+    _, log_ratio, m = datasets[dataset]
+    rs_case(f"chained/{name}", criteria, log_ratio, m, shared_spec="50.0" if name == "shared_huge" else None)
 
 loss_out.write(os.path.join(ROOT, "tests/loss/golden_verl.hpp"))
 advantage_out.write(os.path.join(ROOT, "tests/advantage/golden_verl.hpp"))

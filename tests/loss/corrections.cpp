@@ -1,5 +1,5 @@
-// value_loss and rollout_correction_weights against tests/reference/loss.hpp (double), value_loss's
-// gradient against central finite differences, in float and double storage.
+// value_loss, rollout_correction_weights and rollout_rejection_mask against tests/reference/loss.hpp (double),
+// value_loss's gradient against central finite differences, in float and double storage.
 #include "reference/loss.hpp"
 #include "support.hpp"
 
@@ -126,6 +126,151 @@ TEST_CASE("rollout_correction_weights: every level and bound against the referen
                                                      from<double>(mask, rows, cols), normalized, options);
                 CHECK(relative_error(to_vector(normalized), to_vector(matrix<double>(w / mean))) < 1e-13);
             }
+}
+
+namespace {
+
+// Every verl rollout_rs option, with a bound that keeps some rows or tokens and rejects others for log-ratios of
+// spread 0.7 over `cols` tokens, and three chains (one with a tighter clamp).
+std::vector<loss::rollout_rejection_options> rejection_cases(index_type cols) {
+    using L = loss::rejection_level;
+    using S = loss::rejection_statistic;
+    const double n = static_cast<double>(cols);
+    std::vector<loss::rollout_rejection_options> out;
+    for (const auto l : {L::token, L::sequence_sum, L::sequence_mean, L::sequence_max})
+        for (const auto s : {S::k1, S::k2, S::k3}) {
+            if (l == L::sequence_max && s == S::k1) continue;
+            double upper = 0.25;
+            std::optional<double> lower;
+            if (s == S::k1) {
+                upper = l == L::sequence_sum ? std::exp(0.5 * std::sqrt(n)) : 1.5;
+                if (l != L::token) lower = 1.0 / (l == L::sequence_sum ? upper : 1.2);
+            } else if (l == L::sequence_sum) {
+                upper = 0.15 * n;
+            } else if (l == L::sequence_max) {
+                upper = 1.0;
+            }
+            out.push_back(loss::presets::verl_rollout_rs(l, s, upper, lower));
+        }
+    out.push_back(loss::presets::verl_rollout_rs({{L::token, S::k1, 1.6, 0.7}, {L::sequence_max, S::k3, 1.0, {}}}));
+    out.push_back(loss::presets::verl_rollout_rs(
+        {{L::sequence_mean, S::k1, 1.3, {}}, {L::token, S::k2, 0.3, {}}, {L::sequence_sum, S::k3, 0.2 * n, {}}}));
+    auto clamped = loss::presets::verl_rollout_rs(L::token, S::k3, 0.5);
+    clamped.log_ratio_clamp = 0.4;  // every token passes: k3(±0.4) < 0.5
+    out.push_back(clamped);
+    return out;
+}
+
+std::string describe(const loss::rollout_rejection_options& o) {
+    std::string out = "clamp " + std::to_string(o.log_ratio_clamp);
+    for (const auto& c : o.criteria)
+        out += " [" + std::to_string(static_cast<int>(c.level)) + " k" +
+               std::to_string(static_cast<int>(c.statistic) + 1) + " " + std::to_string(c.upper) + " " +
+               (c.lower ? std::to_string(*c.lower) : "-") + "]";
+    return out;
+}
+
+template <class T>
+void check_rejection(index_type rows, index_type cols, index_type padding, std::uint32_t seed) {
+    const auto n = static_cast<std::size_t>(rows * cols);
+    const auto x = stored<T>(random_values(n, seed, -1.0, 0.5)),
+               rollout = stored<T>(random_values(n, seed + 1, -1.0, 0.5));
+    const auto mask = padded_mask(rows, cols, seed + 2);
+    const test_matrix<T> X(rows, cols, x, padding), R(rows, cols, rollout, padding + 1), M(rows, cols, mask, padding);
+    double kept = 0, dropped = 0;
+    for (const auto& o : rejection_cases(cols)) {
+        INFO(type_name<T>() << " " << rows << "x" << cols << " padding " << padding << " " << describe(o));
+        test_matrix<T> keep(rows, cols, padding);
+        double expected_rejected = 0;
+        const auto expected = reference::rollout_rejection_keep(x, rollout, mask, {rows, cols}, o, &expected_rejected);
+        const double rejected = loss::rollout_rejection_mask(matrix_view<const T>(X.view), matrix_view<const T>(R.view),
+                                                             matrix_view<const T>(M.view), keep.view, o);
+        CHECK(keep.values() == expected);
+        CHECK(rejected == Approx(expected_rejected).margin(1e-12));
+        CHECK(keep.padding_untouched());
+        for (const double k : expected) kept += k;
+        dropped += expected_rejected;
+        // mask {}: every token marked.
+        test_matrix<T> all(rows, cols, padding);
+        const double rejected_all =
+            loss::rollout_rejection_mask(matrix_view<const T>(X.view), matrix_view<const T>(R.view), {}, all.view, o);
+        double expected_all_rejected = 0;
+        CHECK(all.values() ==
+              reference::rollout_rejection_keep(x, rollout, {}, {rows, cols}, o, &expected_all_rejected));
+        CHECK(rejected_all == Approx(expected_all_rejected).margin(1e-12));
+        // In place over the mask (verl updates response_mask) and over log_probs: the same values.
+        test_matrix<T> in_mask(rows, cols, mask, padding), in_x(rows, cols, x, padding);
+        loss::rollout_rejection_mask(matrix_view<const T>(X.view), matrix_view<const T>(R.view),
+                                     matrix_view<const T>(in_mask.view), in_mask.view, o);
+        CHECK(in_mask.values() == expected);
+        loss::rollout_rejection_mask(matrix_view<const T>(in_x.view), matrix_view<const T>(R.view),
+                                     matrix_view<const T>(M.view), in_x.view, o);
+        CHECK(in_x.values() == expected);
+    }
+    INFO(type_name<T>() << " " << rows << "x" << cols);
+    if (cols > 1) CHECK((kept > 0 && dropped > 0));  // the cases do decide both ways
+}
+
+}  // namespace
+
+TEST_CASE("rollout_rejection_mask: every verl option and chains against the reference, strided and unaligned",
+          "[loss][correction][rejection]") {
+    std::uint32_t seed = 300;
+    for (const index_type cols : {index_type(1), index_type(2), index_type(17), index_type(37), index_type(300)})
+        for (const index_type padding : {index_type(0), index_type(3)}) {
+            check_rejection<double>(7, cols, padding, seed);
+            check_rejection<float>(7, cols, padding, seed);
+            seed += 3;
+        }
+}
+
+TEST_CASE("rollout_rejection_mask: all-masked rows and batches, an empty batch, NaN and inf",
+          "[loss][correction][rejection]") {
+    using L = loss::rejection_level;
+    using S = loss::rejection_statistic;
+    // An all-masked batch: keep = 0, nothing rejected, whatever the log-probs hold (NaN, ±inf).
+    const std::vector<double> x = {NAN, INFINITY, -INFINITY, 0.5, -3.0, NAN}, zero(6, 0.0), none(6, 0.0);
+    for (const auto level : {L::token, L::sequence_sum, L::sequence_mean, L::sequence_max}) {
+        INFO(static_cast<int>(level));
+        std::vector<double> keep(6, -1.0);
+        const auto o = loss::presets::verl_rollout_rs(level, level == L::sequence_max ? S::k2 : S::k1, 2.0);
+        CHECK(loss::rollout_rejection_mask(view(x.data(), 2, 3), view(zero.data(), 2, 3), view(none.data(), 2, 3),
+                                           view(keep.data(), 2, 3), o) == 0.0);
+        CHECK(keep == std::vector<double>(6, 0.0));
+    }
+    // An empty batch writes nothing and rejects nothing.
+    matrix<double> empty(0, 4), keep_empty(0, 4);
+    CHECK(loss::rollout_rejection_mask(empty, empty, empty, keep_empty) == 0.0);
+    // A row with a marked NaN: its token (token level) or the whole row (sequence level) rejected; the other
+    // row, whose NaN and inf sit under m = 0, is decided on its marked tokens only. ±inf marked clamps to ±20.
+    const std::vector<double> y = {0.1, NAN, 0.2, 0.1, NAN, -INFINITY}, m = {1, 1, 1, 1, 0, 0};
+    std::vector<double> keep(6);
+    const auto run = [&](L level, S statistic, double upper) {
+        return loss::rollout_rejection_mask(view(y.data(), 2, 3), view(zero.data(), 2, 3), view(m.data(), 2, 3),
+                                            view(keep.data(), 2, 3),
+                                            loss::presets::verl_rollout_rs(level, statistic, upper));
+    };
+    CHECK(run(L::token, S::k2, 0.5) == 1.0);
+    CHECK(keep == std::vector<double>{1, 0, 1, 1, 0, 0});
+    for (const auto level : {L::sequence_sum, L::sequence_mean, L::sequence_max}) {
+        CHECK(run(level, S::k3, 0.5) == 3.0);
+        CHECK(keep == std::vector<double>{0, 0, 0, 1, 0, 0});
+    }
+    const std::vector<double> big = {INFINITY, 0.0, -INFINITY, 30.0};
+    std::vector<double> big_keep(4);
+    // -d = ∓20 against log bounds ±19.99 and ±20.01.
+    for (const auto& [upper, expected] : {std::pair<double, double>{std::exp(19.99), 0.0}, {std::exp(20.01), 1.0}}) {
+        loss::rollout_rejection_mask(view(big.data(), 4, 1), view(zero.data(), 4, 1), {}, view(big_keep.data(), 4, 1),
+                                     loss::presets::verl_rollout_rs(L::token, S::k1, upper));
+        CHECK(big_keep == std::vector<double>{expected, 1.0, expected, expected});
+    }
+    // A weighted mask: keep carries the weight, sums weigh by it (verl's masked_sum).
+    const std::vector<double> d = {0.5, 0.5, 0.5}, w = {0.5, 2.0, 0.0};
+    std::vector<double> wk(3);
+    CHECK(loss::rollout_rejection_mask(view(d.data(), 1, 3), view(zero.data(), 1, 3), view(w.data(), 1, 3),
+                                       view(wk.data(), 1, 3),
+                                       loss::presets::verl_rollout_rs(L::sequence_sum, S::k2, 0.3125)) == 0.0);
+    CHECK(wk == std::vector<double>{0.5, 2.0, 0.0});  // Σ m·k2 = 2.5·0.125 = 0.3125, on the bound
 }
 
 TEST_CASE("off_policy_sequence_mask against the reference; advantages must be B x 1", "[loss][correction]") {

@@ -132,6 +132,52 @@ TEST_CASE("errors: policy_loss and the surrogates name missing inputs, shapes an
                          "loss is missing (2x3 expected)");
 }
 
+TEST_CASE("errors: rollout_rejection_mask names its criteria, shapes and nulls", "[loss][errors]") {
+    tokens t;
+    using L = loss::rejection_level;
+    using S = loss::rejection_statistic;
+    const auto run = [&](const loss::rollout_rejection_options& o) {
+        return [&t, o] { loss::rollout_rejection_mask(t.X, t.OLD, t.M, t.OUT, o); };
+    };
+    loss::rollout_rejection_options none;
+    none.criteria.clear();
+    require_error_naming(run(none), "criteria is empty: rejection sampling needs at least one criterion");
+    require_error_naming(run(loss::presets::verl_rollout_rs(L::token, S::k2, 0.0)),
+                         "criteria[0].upper must be > 0, got 0");
+    require_error_naming(run(loss::presets::verl_rollout_rs(L::token, S::k1, nan_value)),
+                         "criteria[0].upper must be > 0");
+    require_error_naming(run(loss::presets::verl_rollout_rs(L::sequence_sum, S::k1, 2.0, 3.0)),
+                         "criteria[0].lower 3 must be > 0 and <= upper 2");
+    require_error_naming(run(loss::presets::verl_rollout_rs(L::token, S::k1, 2.0, 0.0)),
+                         "criteria[0].lower 0 must be > 0 and <= upper 2");
+    require_error_naming(run(loss::presets::verl_rollout_rs({{L::token, S::k1, 2.0, {}}, {L::token, S::k3, 2.0, 0.5}})),
+                         "criteria[1].lower is for k1 only (k2 and k3 take an upper bound)");
+    require_error_naming(run(loss::presets::verl_rollout_rs(L::sequence_max, S::k1, 2.0)),
+                         "criteria[0]: sequence_max takes k2 or k3 (verl has no seq_max_k1)");
+    auto clamp = loss::presets::verl_rollout_rs();
+    clamp.log_ratio_clamp = 0.0;
+    require_error_naming(run(clamp), "log_ratio_clamp must be > 0 (infinity for none), got 0");
+    clamp.log_ratio_clamp = infinity;  // no clamp: accepted
+    loss::rollout_rejection_mask(t.X, t.OLD, t.M, t.OUT, clamp);
+    require_error_naming([&] { loss::rollout_rejection_mask(t.X, t.WIDE, t.M, t.OUT); },
+                         "rollout_log_probs has shape 2x4 but log_probs has shape 2x3");
+    require_error_naming([&] { loss::rollout_rejection_mask(t.X, t.OLD, t.WIDE, t.OUT); },
+                         "mask has shape 2x4 but log_probs has shape 2x3");
+    require_error_naming([&] { loss::rollout_rejection_mask(t.X, t.OLD, t.M, t.WIDE); },
+                         "keep has shape 2x4 but log_probs has shape 2x3");
+    require_error_naming([&] { loss::rollout_rejection_mask(t.X, t.OLD, t.M, matrix_view<double>{}); }, "keep");
+    require_error_naming(
+        [&] {
+            loss::rollout_rejection_mask(matrix_view<const double>{nullptr, 2, 3, 3}, t.OLD, t.M, t.OUT);
+        },
+        "log_probs is null");
+    require_error_naming(
+        [&] {
+            loss::rollout_rejection_mask(t.X, t.OLD, t.M, matrix_view<double>{nullptr, 2, 3, 3});
+        },
+        "keep is null");
+}
+
 TEST_CASE("errors: the loss module's documented values for masked NaN, all-masked and empty batches",
           "[loss][errors]") {
     tokens t;
@@ -241,6 +287,24 @@ TEST_CASE("errors: aliasing of aggregate_loss, kl_penalty, value_loss and the co
                              "selected (2x3) overlaps log_probs (2x3)");
         require_error_naming([&] { loss::off_policy_sequence_mask(t.X, t.OLD, t.A, t.M, t.A, 0.5); },
                              "keep (2x1) overlaps advantages (2x1)");
+    }
+    SECTION("rollout_rejection_mask: keep may be the mask or log_probs itself, overlaps rollout_log_probs not at all") {
+        for (const auto level : {loss::rejection_level::token, loss::rejection_level::sequence_mean}) {
+            const auto options = loss::presets::verl_rollout_rs(level, loss::rejection_statistic::k1, 1.2);
+            loss::rollout_rejection_mask(t.X, t.OLD, t.M, t.OUT, options);
+            arena x(t.x), m(t.mask);
+            loss::rollout_rejection_mask(x.at(), t.OLD, t.M, x.at(), options);
+            loss::rollout_rejection_mask(t.X, t.OLD, m.at(), m.at(), options);
+            CHECK((x.values() == t.out && m.values() == t.out));
+        }
+        arena x(t.x), m(t.mask), old(t.old);
+        require_error_naming([&] { loss::rollout_rejection_mask(x.at(), t.OLD, t.M, x.at(1)); },
+                             "keep (2x3) overlaps log_probs (2x3); keep may be log_probs itself or disjoint from it");
+        require_error_naming([&] { loss::rollout_rejection_mask(t.X, t.OLD, m.at(), m.at(1)); },
+                             "keep (2x3) overlaps mask (2x3); keep may be mask itself");
+        require_error_naming(
+            [&] { loss::rollout_rejection_mask(t.X, old.at(), t.M, old.at()); },
+            "keep (2x3) overlaps rollout_log_probs (2x3); keep must be disjoint from rollout_log_probs");
     }
 }
 

@@ -11,6 +11,9 @@
 
 #include <Eigen/Core>
 
+#include <map>
+#include <string>
+
 using namespace normkit;
 using golden::as_matrix;
 using golden::check_close;
@@ -134,6 +137,43 @@ TEST_CASE("golden: verl compute_rollout_correction_weights (token / sequence, TI
                                            optional_bound(c.scalar("lower")), c.scalar("batch_normalize") != 0));
         // verl's batch mean divides by Σm + 1e-8: a relative 1e-8/N on the normalized weights.
         check_close(weights, c["weights"], 1e-8);
+    }
+}
+
+TEST_CASE("golden: verl compute_rollout_rejection_mask (every rollout_rs option, chained options)", "[loss][golden]") {
+    const auto& cases = golden::verl::rollout_rs_mask();
+    // Per option at least five cases (random, wide, huge with ±inf and masked NaN, a valid NaN, single-token rows,
+    // the bounds themselves and one ulp past them; the k1 ones also a lower bound above 1).
+    std::map<std::string, int> per_option;
+    for (const auto& c : cases) {
+        INFO(c.name);
+        const index_type rows = rows_of(c), cols = cols_of(c);
+        const matrix x = as_matrix(c["log_ratio"], rows, cols), zero = matrix::Zero(rows, cols),
+                     mask = as_matrix(c["mask"], rows, cols);
+        std::vector<loss::rollout_rejection_criterion> criteria;
+        for (std::size_t k = 0; k < c["level"].size(); ++k)
+            criteria.push_back({static_cast<loss::rejection_level>(static_cast<int>(c["level"][k])),
+                                static_cast<loss::rejection_statistic>(static_cast<int>(c["statistic"][k])),
+                                c["upper"][k], optional_bound(c["lower"][k])});
+        const auto options = criteria.size() == 1
+                                 ? loss::presets::verl_rollout_rs(criteria[0].level, criteria[0].statistic,
+                                                                  criteria[0].upper, criteria[0].lower)
+                                 : loss::presets::verl_rollout_rs(criteria);
+        matrix keep(rows, cols);
+        const double rejected = loss::rollout_rejection_mask(x, zero, mask, keep, options);
+        // A decision: the same bits (the bounds are hit exactly for k1 and k2; k3's exp differs from torch's by
+        // an ulp, so its cases keep away from the bound).
+        for (index_type k = 0; k < rows * cols; ++k) CHECK(keep.data()[k] == c["keep"][k]);
+        // verl's rollout_rs_masked_fraction divides by Σm + 1e-8.
+        double marked = 0;
+        for (const double m : c["mask"]) marked += m;
+        CHECK(rejected / (marked + 1e-8) == Approx(c.scalar("masked_fraction")).epsilon(1e-12).margin(1e-15));
+        ++per_option[std::string(c.name).substr(0, std::string(c.name).find('/'))];
+    }
+    REQUIRE(per_option.size() == 12);  // the eleven options and the chained cases
+    for (const auto& [option, count] : per_option) {
+        INFO(option);
+        CHECK(count >= 5);
     }
 }
 

@@ -302,6 +302,66 @@ inline std::vector<double> rollout_weights(const std::vector<double>& x, const s
     return w;
 }
 
+// rollout_rejection_mask of rollout_correction.hpp, literally: each criterion's pass per token (sequence levels
+// one per row, on the original mask), keep = m where all pass. `rejected` gets Σ m·(1 − pass).
+inline std::vector<double> rollout_rejection_keep(const std::vector<double>& x, const std::vector<double>& rollout,
+                                                  const std::vector<double>& mask, loss_shape shape,
+                                                  const loss::rollout_rejection_options& o,
+                                                  double* rejected = nullptr) {
+    const std::ptrdiff_t rows = shape.rows, cols = shape.cols;  // (lambdas cannot capture a binding in C++17)
+    const double C = o.log_ratio_clamp;
+    const auto divergence = [](loss::rejection_statistic k, double d) {
+        return k == loss::rejection_statistic::k1   ? -d
+               : k == loss::rejection_statistic::k2 ? 0.5 * d * d
+                                                    : std::exp(d) - 1.0 - d;
+    };
+    const auto passes = [](const loss::rollout_rejection_criterion& c, double s) {
+        if (c.statistic != loss::rejection_statistic::k1) return s <= c.upper;
+        const double lower = c.lower ? *c.lower : 1.0 / c.upper;
+        return std::log(lower) <= s && s <= std::log(c.upper);
+    };
+    std::vector<double> keep(x.size(), 0.0);
+    long double total = 0;
+    for (std::ptrdiff_t i = 0; i < rows; ++i) {
+        const auto m = [&](std::ptrdiff_t t) { return mask.empty() ? 1.0 : mask[i * cols + t]; };
+        std::vector<bool> pass(cols, true);
+        for (const auto& c : o.criteria) {
+            std::vector<double> k(cols);
+            for (std::ptrdiff_t t = 0; t < cols; ++t)
+                k[t] = divergence(c.statistic, clamp_to(x[i * cols + t] - rollout[i * cols + t], -C, C));
+            if (c.level == loss::rejection_level::token) {
+                for (std::ptrdiff_t t = 0; t < cols; ++t) pass[t] = pass[t] && passes(c, k[t]);
+                continue;
+            }
+            long double sum = 0, count = 0;
+            double max = 0;
+            bool any = false, nan = false;
+            for (std::ptrdiff_t t = 0; t < cols; ++t)
+                if (m(t) != 0) {
+                    sum += m(t) * k[t];
+                    count += m(t);
+                    nan = nan || std::isnan(k[t]);
+                    max = any ? std::max(max, k[t]) : k[t];
+                    any = true;
+                }
+            const double s = c.level == loss::rejection_level::sequence_sum ? static_cast<double>(sum)
+                             : c.level == loss::rejection_level::sequence_mean
+                                 ? static_cast<double>(sum / (count + 1e-8))
+                             : nan ? NAN
+                                   : max;
+            const bool row = passes(c, s);
+            for (std::ptrdiff_t t = 0; t < cols; ++t) pass[t] = pass[t] && row;
+        }
+        for (std::ptrdiff_t t = 0; t < cols; ++t)
+            if (m(t) != 0) {
+                keep[i * cols + t] = pass[t] ? m(t) : 0.0;
+                total += pass[t] ? 0.0 : m(t);
+            }
+    }
+    if (rejected) *rejected = static_cast<double>(total);
+    return keep;
+}
+
 // covariance_selection, literally: kl_cov takes the k largest cov (earlier token first on ties), clip_cov
 // every candidate of the band that the PPO clip leaves alone (the caller keeps their number ≤ k).
 inline std::vector<double> covariance_selection(const std::vector<double>& x, const std::vector<double>& old,

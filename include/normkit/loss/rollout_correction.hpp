@@ -23,6 +23,28 @@
 // bound without bounds, log_ratio_clamp ≤ 0) → normkit::error naming it. Memory (checked): weights
 // may be log_probs itself and overlaps neither rollout_log_probs nor the mask; off_policy_sequence_mask's
 // keep overlaps no input.
+//
+// Rejection sampling (verl rollout_rs, compute_rollout_rejection_mask in the same file @ 1dda039b9c63):
+// a hard trust region that zeroes mask entries instead of weighing tokens (x the old policy's log-probs,
+// x_r the rollout's, as compute_rollout_correction_and_rejection_mask passes them). With d_t = x_t − x_r,t
+// clamped to ±log_ratio_clamp (SAFETY_BOUND 20; ±inf clamp, NaN stays NaN) and the per-token divergences
+//   k1_t = −d_t      k2_t = ½·d_t²      k3_t = (exp(d_t) − 1) − d_t
+// each criterion (verl's option name: "<level>_<statistic>") reduces one of them:
+//   token (token_k*)            s_t = k_t, decided per token
+//   sequence_sum (seq_sum_k*)   s = Σ_{m≠0} m_t·k_t                  one decision per row
+//   sequence_mean (seq_mean_k*) s = Σ_{m≠0} m_t·k_t / (Σ_t m_t + 1e-8)  (verl's masked_mean, its 1e-8
+//                               kept: it moves a mean lying on a bound)
+//   sequence_max (seq_max_k2, seq_max_k3) s = max_{m≠0} k_t, 0 for a row without tokens (NaN wins)
+// and passes when, for k1, log(lower) ≤ s ≤ log(upper) with lower = 1/upper when absent (bounds on
+// π_rollout/π: k1 is −d, so "0.8_1.5" keeps exp(d) in [1/1.5, 1/0.8]), and for k2 and k3, s ≤ upper
+// (no lower bound). Bounds pass; NaN fails. Every criterion of the list must pass (verl's comma list,
+// each on the original mask), and keep_t = m_t where all pass, else 0 (verl: response_mask·final_mask).
+// A NaN or ±inf under m = 0 is never read into a sum. Returns Σ_t m_t·(1 − pass_t), the rejected mask
+// mass (verl's rollout_rs_masked_fraction is it over Σm + 1e-8). An all-masked batch gives keep = 0 (verl
+// raises in its metrics instead); an empty one writes nothing. Bad input (no criterion, upper ≤ 0 or NaN,
+// a k1 lower ≤ 0 or > upper, a lower for k2 / k3, sequence_max with k1, log_ratio_clamp ≤ 0, shapes)
+// → normkit::error naming it. Memory (checked): keep may be the mask or log_probs itself (verl updates
+// response_mask with it), and overlaps rollout_log_probs not at all.
 #pragma once
 
 #include "../core/error.hpp"
@@ -33,6 +55,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace normkit::loss {
@@ -63,7 +86,42 @@ void off_policy_sequence_mask(const LogProbs& log_probs, const_matrix_t<LogProbs
                               const_matrix_t<LogProbs> advantages, const_matrix_t<LogProbs> mask, Keep&& keep,
                               double threshold);
 
+enum class rejection_level { token, sequence_sum, sequence_mean, sequence_max };
+enum class rejection_statistic { k1, k2, k3 };
+
+// One of verl's rollout_rs options with its rollout_rs_threshold entry.
+struct rollout_rejection_criterion {
+    rejection_level level = rejection_level::token;  // verl rollout_rs default "token_k1"
+    rejection_statistic statistic = rejection_statistic::k1;
+    double upper = 2.0;                // k1: the upper ratio bound (in log); k2, k3: the bound on s (verl: no default)
+    std::optional<double> lower = {};  // k1 only: the lower ratio bound, 1/upper when absent
+};
+
+struct rollout_rejection_options {
+    std::vector<rollout_rejection_criterion> criteria = {rollout_rejection_criterion{}};  // all must pass
+    double log_ratio_clamp = 20.0;                                                        // verl SAFETY_BOUND
+};
+
+// verl's rejection sampling: keep (B × T) = the mask where every criterion passes, else 0 (the
+// response_mask verl trains on). mask {} = every token. Returns Σ m·(1 − pass), the rejected mask mass.
+template <class LogProbs, class Keep>
+double rollout_rejection_mask(const LogProbs& log_probs, const_matrix_t<LogProbs> rollout_log_probs,
+                              const_matrix_t<LogProbs> mask, Keep&& keep,
+                              const rollout_rejection_options& options = {});
+
 namespace presets {
+
+// verl rollout_rs="<level>_<statistic>" with rollout_rs_threshold = upper, or "lower_upper" for k1.
+inline rollout_rejection_options verl_rollout_rs(rejection_level level = rejection_level::token,
+                                                 rejection_statistic statistic = rejection_statistic::k1,
+                                                 double upper = 2.0, std::optional<double> lower = {}) {
+    return {{rollout_rejection_criterion{level, statistic, upper, lower}}, 20.0};
+}
+
+// verl's comma list of rollout_rs options (e.g. "token_k1,seq_max_k3"): each must pass.
+inline rollout_rejection_options verl_rollout_rs(std::vector<rollout_rejection_criterion> criteria) {
+    return {std::move(criteria), 20.0};
+}
 
 // verl rollout_is="token"|"sequence", rollout_is_threshold = upper (TIS) or "lower_upper" (IcePop).
 inline rollout_correction_options verl_rollout_is(bool sequence = false, double upper = 2.0,
@@ -204,7 +262,117 @@ void off_policy_sequence_mask(matrix_view<const T> x, matrix_view<const T> sampl
     }
 }
 
+inline void validate(const rollout_rejection_options& o) {
+    core::require(!o.criteria.empty(), "criteria is empty: rejection sampling needs at least one criterion");
+    for (std::size_t c = 0; c < o.criteria.size(); ++c) {
+        const auto& k = o.criteria[c];
+        const bool k1 = k.statistic == rejection_statistic::k1;
+        core::require(k.upper > 0 && !std::isnan(k.upper), "criteria[", c, "].upper must be > 0, got ", k.upper);
+        core::require(k1 || !k.lower, "criteria[", c, "].lower is for k1 only (k2 and k3 take an upper bound)");
+        core::require(!k1 || !k.lower || (*k.lower > 0 && *k.lower <= k.upper), "criteria[", c, "].lower ",
+                      k.lower ? *k.lower : 0.0, " must be > 0 and <= upper ", k.upper);
+        core::require(!(k1 && k.level == rejection_level::sequence_max), "criteria[", c,
+                      "]: sequence_max takes k2 or k3 (verl has no seq_max_k1)");
+    }
+    core::require(o.log_ratio_clamp > 0, "log_ratio_clamp must be > 0 (infinity for none), got ", o.log_ratio_clamp);
+}
+
+// k1, k2 or k3 of one clamped log-ratio d.
+inline double rejection_divergence(rejection_statistic statistic, double d) {
+    switch (statistic) {
+        case rejection_statistic::k1:
+            return -d;
+        case rejection_statistic::k2:
+            return 0.5 * (d * d);
+        default:
+            return std::exp(d) - 1.0 - d;
+    }
+}
+
+// Whether s passes criterion k: k1 between the log bounds, k2 and k3 at most upper (NaN fails).
+inline bool rejection_passes(const rollout_rejection_criterion& k, double s) {
+    if (k.statistic != rejection_statistic::k1) return s <= k.upper;
+    const double lower = k.lower ? *k.lower : 1.0 / k.upper;
+    return std::log(lower) <= s && s <= std::log(k.upper);
+}
+
+template <class T>
+double rollout_rejection_mask(matrix_view<const T> x, matrix_view<const T> rollout, matrix_view<const T> mask,
+                              matrix_view<T> keep, const rollout_rejection_options& o) {
+    validate(o);
+    core::require_data("log_probs", x);
+    core::require_all_like("log_probs", x, "rollout_log_probs", rollout, "keep", keep);
+    core::require_optional_like("mask", mask, "log_probs", x);
+    core::require_same_or_disjoint("keep", keep, "log_probs", x, "mask", mask);
+    core::require_disjoint("keep", keep, "rollout_log_probs", rollout);
+    const double limit = o.log_ratio_clamp;
+    const auto statistics = {rejection_statistic::k1, rejection_statistic::k2, rejection_statistic::k3};
+    bool summed[3] = {false, false, false};  // the statistics some sequence criterion reduces
+    for (const auto& k : o.criteria)
+        if (k.level != rejection_level::token) summed[static_cast<std::size_t>(k.statistic)] = true;
+    double rejected = 0;
+    for (index_type i = 0; i < x.rows; ++i) {
+        const auto m = [&](index_type t) {
+            return mask.empty() ? 1.0 : static_cast<double>(core::to_compute(mask(i, t)));
+        };
+        const auto d = [&](index_type t) {
+            return std::clamp(
+                static_cast<double>(core::to_compute(x(i, t))) - static_cast<double>(core::to_compute(rollout(i, t))),
+                -limit, limit);
+        };
+        // The row's sums and maxima of k1, k2, k3 over its marked tokens, read before keep is written.
+        // (torch's max: NaN wins; a row without tokens has max −inf, which verl makes 0.)
+        const double none = -std::numeric_limits<double>::infinity();
+        double count = 0, sum[3] = {0, 0, 0}, max[3] = {none, none, none};
+        for (index_type t = 0; t < x.cols; ++t) {
+            const double mt = m(t);
+            if (mt == 0) continue;
+            count += mt;
+            const double dt = d(t);
+            for (const auto statistic : statistics) {
+                const auto s = static_cast<std::size_t>(statistic);
+                if (!summed[s]) continue;
+                const double k = rejection_divergence(statistic, dt);
+                sum[s] += mt * k;
+                max[s] = std::isnan(max[s]) || std::isnan(k) ? std::numeric_limits<double>::quiet_NaN()
+                                                             : std::max(max[s], k);
+            }
+        }
+        for (auto& value : max) value = value == none ? 0.0 : value;
+        bool row_passes = true;
+        for (const auto& k : o.criteria) {
+            const auto s = static_cast<std::size_t>(k.statistic);
+            if (k.level == rejection_level::sequence_sum)
+                row_passes = row_passes && rejection_passes(k, sum[s]);
+            else if (k.level == rejection_level::sequence_mean)
+                row_passes = row_passes && rejection_passes(k, sum[s] / (count + 1e-8));
+            else if (k.level == rejection_level::sequence_max)
+                row_passes = row_passes && rejection_passes(k, max[s]);
+        }
+        for (index_type t = 0; t < x.cols; ++t) {
+            const double mt = m(t);
+            bool passes = row_passes;
+            if (mt != 0)
+                for (const auto& k : o.criteria)
+                    if (k.level == rejection_level::token)
+                        passes = passes && rejection_passes(k, rejection_divergence(k.statistic, d(t)));
+            if (mt != 0 && !passes) rejected += mt;
+            keep(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(passes ? mt : 0.0));
+        }
+    }
+    return rejected;
+}
+
 }  // namespace detail
+
+template <class LogProbs, class Keep>
+double rollout_rejection_mask(const LogProbs& log_probs, const_matrix_t<LogProbs> rollout_log_probs,
+                              const_matrix_t<LogProbs> mask, Keep&& keep, const rollout_rejection_options& options) {
+    using T = element_t<LogProbs>;
+    static_assert(same_storage_v<T, LogProbs, Keep>,
+                  "rollout_rejection_mask: log_probs and keep must have one storage type");
+    return detail::rollout_rejection_mask<T>(view(log_probs), rollout_log_probs, mask, view(keep), options);
+}
 
 template <class LogProbs, class Keep>
 void off_policy_sequence_mask(const LogProbs& log_probs, const_matrix_t<LogProbs> sampling_log_probs,
