@@ -65,6 +65,33 @@ TEMPLATE_TEST_CASE("row reductions match long-double sums over every tail", "[co
     }
 }
 
+TEST_CASE("float sums of squares stay within 2^-22 at any length, and in pieces give the bits of one call",
+          "[core][reduce]") {
+    // A single float accumulator per lane loses about n/16·2⁻²⁴ over a row of positive terms; the
+    // blocked sum rounds chains of four before going on in double, so its bound does not grow.
+    for (index_type n : {index_type(1), index_type(255), index_type(256), index_type(257), index_type(65536 + 17),
+                         index_type(1) << 20}) {
+        std::vector<float> x(static_cast<std::size_t>(n));
+        std::vector<double> squares(x.size());
+        std::uint32_t state = 12345;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            state = state * 1664525u + 1013904223u;
+            x[i] = 1000.0f + static_cast<float>(state >> 8) / 16777216.0f;  // large offset: every term alike
+            squares[i] = static_cast<double>(x[i]) * x[i];
+        }
+        const double exact = static_cast<double>(exact_sum(squares));
+        const double sum = core::row_sum_of_squares(x.data(), n);
+        CHECK(std::abs(sum - exact) <= std::ldexp(exact, -22));
+        // The same sum taken in pieces (stream_row_pairs' way) at uneven points.
+        const auto step = [&](index_type i, index_type count, auto& sums) {
+            core::add_squares(sums[0], core::load(x.data() + i, count));
+        };
+        core::batch_accumulator<1, float, double, float> pieces;
+        for (index_type to = 0; to < n; to += 77) pieces.add_groups(to, step);
+        CHECK(pieces.finish(n, step)[0] == sum);
+    }
+}
+
 TEMPLATE_TEST_CASE("row_moments is as accurate at a mean of 1e6 as at 0", "[core][reduce]", float, double) {
     for (index_type n : {index_type(16), index_type(1000), index_type(4097)}) {
         double worst_relative_variance_error[2] = {0, 0};

@@ -25,29 +25,38 @@
 
 namespace normkit::core {
 
-// The step that adds the squares of a batch v to a sum_t accumulator (one fma per widened half):
-// kernels that sum the squares of a row they hold in registers (fused add + RMSNorm) call it and
-// get row_sum_of_squares' bits.
-template <class W, class C>
-[[gnu::always_inline]] inline void add_squares(batch<W>& sum, const batch<C>& v) {
+// The step that adds the squares of a batch v to an accumulator (one fma per batch of A):
+// kernels that sum the squares of a row they hold in registers (fused add + RMSNorm) call it
+// within accumulate_squares and get row_sum_of_squares' bits.
+template <class A, class C>
+[[gnu::always_inline]] inline void add_squares(batch<A>& sum, const batch<C>& v) {
     add_wide_product(sum, v, v);
+}
+
+// The sums of squares take their steps in the compute type's lanes and their totals in sum_t
+// (batch_accumulator's blocked form): a float x² rounds once into a chain of four terms, then
+// goes on in double. Every term is positive, so the sum stays within about 2⁻²² of the exact one
+// at any length, at the cost of a float accumulator's step.
+template <class T>
+using squares_lane_t = compute_t<T>;
+
+// accumulate_batches over a sweep whose first sum is a sum of squares (the others in the same lanes).
+template <std::size_t K, class T, class Step>
+inline std::array<sum_t<T>, K> accumulate_squares(index_type n, Step&& step) {
+    return accumulate_batches<K, compute_t<T>, sum_t<T>, squares_lane_t<T>>(n, step);
 }
 
 // Σx², in sum_t<T>.
 template <class T>
 inline sum_t<T> row_sum_of_squares(const T* x, index_type n) {
-    using C = compute_t<T>;
-    using W = sum_t<T>;
-    return accumulate_batches<1, C, W>(n, [&](index_type i, index_type count, std::array<batch<W>, 1>& sums) {
-        add_squares(sums[0], load(x + i, count));
-    })[0];
+    return accumulate_squares<1, T>(
+        n, [&](index_type i, index_type count, auto& sums) { add_squares(sums[0], load(x + i, count)); })[0];
 }
 
-// The step of two_rows_sum_of_squares, for a batch_accumulator<2, C> (core/simd.hpp).
+// The step of two_rows_sum_of_squares, for a batch_accumulator<2, C, W, squares_lane_t<T>>.
 template <class T>
 inline auto two_rows_squares_step(const T* first, const T* second) {
-    using W = sum_t<T>;
-    return [first, second](index_type i, index_type count, std::array<batch<W>, 2>& sums) {
+    return [first, second](index_type i, index_type count, auto& sums) {
         prefetch_ahead(first, i);
         prefetch_ahead(second, i);
         add_squares(sums[0], load(first + i, count));
@@ -60,7 +69,7 @@ inline auto two_rows_squares_step(const T* first, const T* second) {
 // memory keeps two streams of misses in flight.
 template <class T>
 inline std::array<sum_t<T>, 2> two_rows_sum_of_squares(const T* first, const T* second, index_type n) {
-    return accumulate_batches<2, compute_t<T>, sum_t<T>>(n, two_rows_squares_step(first, second));
+    return accumulate_squares<2, T>(n, two_rows_squares_step(first, second));
 }
 
 // Σx·y, in sum_t<T>.

@@ -11,8 +11,9 @@
 //
 // A method is an object with (C = compute_t<T>, W = sum_t<T>: sums are taken in W, core/types.hpp):
 //   static constexpr std::size_t pair_sums;                K, the sums of two rows
+//   using lane = ...;                                      the accumulator lanes (W, or C for blocked sums)
 //   affine row(index_type row, const T* in) const;         one row's statistics and affine (in the cache)
-//   auto pair_step(const T* first, const T* second) const; the batch_accumulator<K, C, W> step of two rows
+//   auto pair_step(const T* first, const T* second) const; the batch_accumulator<K, C, W, lane> step of two rows
 //   std::array<affine, 2> pair(index_type row, index_type other, const T* first, const T* second,
 //                              const std::array<W, K>& sums) const;   both rows' affines from the sums
 //   batch<C> operator()(const T* in, const affine& a, index_type i, index_type count) const;
@@ -163,7 +164,7 @@ void normalize_rows(matrix_view<const T> x, matrix_view<T> y, index_type begin, 
         }
     } else {
         using C = compute_t<T>;
-        stream_row_pairs<Method::pair_sums, C, sum_t<T>>(
+        stream_row_pairs<Method::pair_sums, C, sum_t<T>, typename Method::lane>(
             y, begin, end, [&](index_type row, index_type other) { return method.pair_step(x.row(row), x.row(other)); },
             [&](index_type row, index_type other, const std::array<sum_t<T>, Method::pair_sums>& sums) {
                 const T* in = x.row(row);

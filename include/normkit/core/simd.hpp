@@ -420,6 +420,15 @@ inline void for_each_batch(index_type n, Body&& body) {
     if (offset < n) body(offset, n - offset);
 }
 
+// A batch of C as batches of W for an accumulator of W: itself, or its two halves widened.
+template <class W, class C>
+inline auto wide(const batch<C>& value) {
+    if constexpr (std::is_same_v<W, C>)
+        return std::array<batch<C>, 1>{value};
+    else
+        return detail::widen_float(value);
+}
+
 // Sums K quantities over a row: step(offset, count, sums) adds the batch at
 // offset into the K accumulators sums (a std::array<batch<W>, K>&), nothing from
 // lanes at and beyond `count`. Four independent accumulator sets hide the add
@@ -435,14 +444,27 @@ inline void for_each_batch(index_type n, Body&& body) {
 // to any point (add_groups), then the rest (finish), to the bits of one call.
 // A sweep that does other work between pieces (core::stream_row_pairs sums the
 // next pair of rows while it writes this one) uses it directly.
-template <std::size_t K, class C, class W = C>
+//
+// Lanes of A narrower than W (float lanes of a double sum: the squares of
+// RMSNorm's float rows) take the step in A, and every flush_groups groups, and
+// at the end, the four lane sets are widened and added into totals of W: each
+// lane then rounds a chain of at most flush_groups terms before the sum goes
+// on in W, which costs the step no widening. For Σx², where every term is
+// positive, that chain bounds the sum's relative error by about 2⁻²² for any
+// row length, where one float accumulator's grows with it.
+template <std::size_t K, class C, class W = C, class A = W>
 struct batch_accumulator {
     static constexpr index_type group = 4 * width<C>;
-    std::array<batch<W>, K> a0, a1, a2, a3;
-    index_type done = 0;  // the batches before this offset are summed
+    static constexpr bool blocked = !std::is_same_v<A, W>;
+    static constexpr int flush_groups = 4;
+    std::array<batch<A>, K> a0, a1, a2, a3;
+    std::array<batch<W>, K> totals;  // blocked only
+    index_type done = 0;             // the batches before this offset are summed
+    int pending = 0;                 // groups summed in A since the last flush
 
     batch_accumulator() {
-        for (std::size_t k = 0; k < K; ++k) a0[k] = a1[k] = a2[k] = a3[k] = batch<W>(W(0));
+        clear();
+        for (std::size_t k = 0; k < K; ++k) totals[k] = batch<W>(W(0));
     }
     // Sums the whole groups that end at or before `to`.
     template <class Step>
@@ -453,6 +475,8 @@ struct batch_accumulator {
             step(done + lanes, lanes, a1);
             step(done + 2 * lanes, lanes, a2);
             step(done + 3 * lanes, lanes, a3);
+            if constexpr (blocked)
+                if (++pending == flush_groups) flush();
         }
     }
     // Sums the rest of a row of n and returns the K sums.
@@ -464,26 +488,35 @@ struct batch_accumulator {
         if (done < n) step(done, n - done, a1);
         done = n;
         std::array<W, K> sums;
-        for (std::size_t k = 0; k < K; ++k) sums[k] = horizontal_sum((a0[k] + a1[k]) + (a2[k] + a3[k]));
+        if constexpr (blocked) {
+            flush();
+            for (std::size_t k = 0; k < K; ++k) sums[k] = horizontal_sum(totals[k]);
+        } else {
+            for (std::size_t k = 0; k < K; ++k) sums[k] = horizontal_sum((a0[k] + a1[k]) + (a2[k] + a3[k]));
+        }
         return sums;
+    }
+
+private:
+    void clear() {
+        for (std::size_t k = 0; k < K; ++k) a0[k] = a1[k] = a2[k] = a3[k] = batch<A>(A(0));
+    }
+    [[gnu::always_inline]] void flush() {
+        for (std::size_t k = 0; k < K; ++k) {
+            const auto w0 = wide<W>(a0[k]), w1 = wide<W>(a1[k]), w2 = wide<W>(a2[k]), w3 = wide<W>(a3[k]);
+            for (std::size_t h = 0; h < w0.size(); ++h) totals[k] += (w0[h] + w1[h]) + (w2[h] + w3[h]);
+        }
+        clear();
+        pending = 0;
     }
 };
 
 // Flattened: a step left as a call (GCC does that with four accumulator sets of
 // two rows) costs more than the step.
-template <std::size_t K, class C, class W = C, class Step>
+template <std::size_t K, class C, class W = C, class A = W, class Step>
 [[gnu::flatten]] inline std::array<W, K> accumulate_batches(index_type n, Step&& step) {
-    batch_accumulator<K, C, W> sums;
+    batch_accumulator<K, C, W, A> sums;
     return sums.finish(n, step);
-}
-
-// A batch of C as batches of W for an accumulator of W: itself, or its two halves widened.
-template <class W, class C>
-inline auto wide(const batch<C>& value) {
-    if constexpr (std::is_same_v<W, C>)
-        return std::array<batch<C>, 1>{value};
-    else
-        return detail::widen_float(value);
 }
 
 // sum += v and sum += v·w (one fma each), v and w widened to the accumulator's W.

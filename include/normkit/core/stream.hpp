@@ -346,23 +346,23 @@ inline void for_row_pairs(index_type begin, index_type end, Body&& body) {
 // and all miss together; with the direction alternating, the distances spread from nothing to two
 // pairs, and the near ones hit (it helps the 16-bit rows; fp32's is no different). The bits are
 // the same either way.
-//   step_of(row, other)         the batch_accumulator<K, C, W> step over the inputs of the two rows
+//   step_of(row, other)         the batch_accumulator<K, C, W, A> step over the inputs of the two rows
 //   value_of(row, other, sums)  write_two_rows' value for the pair, given its K sums
 // The range's first pair is summed on its own, and its last (its own next) sums nothing ahead.
 // Flattened: with write_two_rows left as a call, GCC kept the value's row pointers and batches in
 // the caller's frame and loaded them again after every streaming store.
-template <std::size_t K, class C, class W, class T, class StepOf, class ValueOf>
+template <std::size_t K, class C, class W, class A = W, class T, class StepOf, class ValueOf>
 [[gnu::flatten]] inline void stream_row_pairs(matrix_view<T> y, index_type begin, index_type end, StepOf&& step_of,
                                               ValueOf&& value_of) {
     const index_type n = y.cols;
-    constexpr index_type piece = 4 * batch_accumulator<K, C, W>::group;
+    constexpr index_type piece = 4 * batch_accumulator<K, C, W, A>::group;
     std::array<W, K> sums{};
     for_row_pairs(begin, end, [&](index_type row, index_type other, index_type next, index_type next_other) {
-        if (row == begin) sums = accumulate_batches<K, C, W>(n, step_of(row, other));
+        if (row == begin) sums = accumulate_batches<K, C, W, A>(n, step_of(row, other));
         const auto value = value_of(row, other, sums);
         const bool ahead = next != row;
         const auto next_step = step_of(next, next_other);
-        batch_accumulator<K, C, W> next_sums;
+        batch_accumulator<K, C, W, A> next_sums;
         T* first = y.row(row);
         T* second = y.row(other);
         const bool backward = (row - begin) % 2 == 1;

@@ -21,9 +21,11 @@
 //   (its default ε = 1e-12 is the default here), not ‖x‖ + ε (LogitNorm) nor
 //   √(‖x‖² + ε). At ‖x‖ = ε exactly the unclamped branch is taken, as
 //   clamp_min's gradient does.
-// - Σx² and Σx·dy in double (float for 16-bit storage: core::sum_t), the
-//   scale g/max(‖x‖, ε) formed there and rounded once; the backward recomputes
-//   ‖x‖ from the row it reads anyway, so the forward saves nothing. ε below the
+// - Σx² and Σx·dy in sum_t (double for float rows, float for 16-bit
+//   storage; the forward's Σx² as RMSNorm's, in float chains of four taken on
+//   in double), the scale g/max(‖x‖, ε) formed there and rounded once; the
+//   backward recomputes ‖x‖ (in double throughout, beside Σx·dy) from the row
+//   it reads anyway, so the forward saves nothing. ε below the
 //   compute type's smallest normal value (1.2e-38 for float) is raised to it
 //   (core::eps_in), so 1/ε stays finite.
 // - dg accumulates in double per fixed chunk of rows, summed in chunk order,

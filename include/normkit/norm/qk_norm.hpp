@@ -38,7 +38,7 @@
 //
 // Conventions:
 // - The RMS forms are RMSNorm exactly (same code, rms_norm.hpp's conventions:
-//   sums in double, rstd saved per row of head_dim or per token, dw over a fixed
+//   Σx² in sum_t, rstd saved per row of head_dim or per token, dw over a fixed
 //   partition of rows, all-zero row → y = 0).
 // - The L2 form saves nothing: its backward recomputes ‖v‖ from the row it
 //   reads anyway (rows are 64–256 long and in cache).

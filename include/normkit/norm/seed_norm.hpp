@@ -28,8 +28,10 @@
 //   via x̂ and via ⟨x_h, β_h⟩); nothing but rstd is saved.
 //
 // Conventions:
-// - Σx² and the seeds' dot products in double (float for 16-bit storage:
-//   core::sum_t), r formed in double and rounded once; y rounded once to the
+// - Σx² as RMSNorm's (sum_t, float chains of four taken on in double: the
+//   bits of rms_norm.hpp) and the seeds' dot products in sum_t with every
+//   product in double (a dot product may cancel, so no float chain), r formed
+//   in double and rounded once; y rounded once to the
 //   storage type. The saved rstd is float (double).
 // - dα, dβ, dγ accumulate in float over blocks of 16 rows and in double across
 //   blocks (core::backward_rows), per fixed chunk of rows summed in order: any

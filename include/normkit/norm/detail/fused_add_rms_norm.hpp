@@ -41,8 +41,8 @@ void fused_add_rms_norm_forward(matrix_view<const T> x, vector_view<const T> wei
                     T* stream = residual.row(row);
                     T* out = y.row(row);
                     // Σh² of h as stored: the same sums as row_sum_of_squares over the stored row.
-                    const W sum_of_squares = core::accumulate_batches<1, C, W>(
-                        n, [&](index_type i, index_type count, std::array<batch<W>, 1>& sums) {
+                    const W sum_of_squares =
+                        core::accumulate_squares<1, T>(n, [&](index_type i, index_type count, auto& sums) {
                             const auto h = core::round_to<T>(core::load(in + i, count) + core::load(stream + i, count));
                             core::store(stream + i, h, count);
                             core::add_squares(sums[0], h);

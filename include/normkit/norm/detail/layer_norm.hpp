@@ -23,6 +23,7 @@ struct layer_norm_method {
         core::batch<C> center, shift, scale;
     };
     static constexpr std::size_t pair_sums = 4;
+    using lane = core::sum_t<T>;  // d = x − c formed in W (core/reduce.hpp)
 
     using W = core::sum_t<T>;
     const P* gamma;

@@ -21,6 +21,7 @@ struct rms_norm_method {
     using C = core::compute_t<T>;
     using W = core::sum_t<T>;
     using affine = core::batch<C>;
+    using lane = core::squares_lane_t<T>;
     static constexpr std::size_t pair_sums = 2;
 
     const T* weight;
