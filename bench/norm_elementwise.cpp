@@ -196,6 +196,12 @@ void register_pointwise(index_type rows, index_type cols) {
         norm::seed_norm_forward(view(d.x.data(), rows, cols), d.alpha, d.beta, d.gamma, view(d.y.data(), rows, cols),
                                 d.rstd, seed_options);
     });
+    register_case("seed_norm_forward", label, "yardstick", forward_bytes, [=] {
+        auto& d = t->get();
+        bench::yardstick::seed_norm_forward(d.x.data(), d.alpha.data(), d.beta.data(), d.gamma.data(), d.y.data(),
+                                            d.rstd.data(), rows, cols, seed_options.heads,
+                                            static_cast<float>(seed_options.eps));
+    });
     bench::register_memcpy("seed_norm_backward", label, backward_bytes);
     auto rstd_ready = std::make_shared<bool>(false);
     register_case("seed_norm_backward", label, "normkit", backward_bytes, [=] {

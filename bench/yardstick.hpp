@@ -172,6 +172,32 @@ void l2_norm_forward(const T* x, T* y, index_type rows, index_type n, float gain
     }
 }
 
+// SeeDNorm: y = (σ_h·α + γ)·x·r, r = 1/√(mean x² + ε), σ_h = tanh(⟨x_h, β_h⟩) per head of d = n/heads
+template <class T, class P>
+void seed_norm_forward(const T* x, const P* alpha, const P* beta, const P* gamma, T* y, float* rstd, index_type rows,
+                       index_type n, index_type heads, float eps) {
+    const index_type d = n / heads;
+    for (index_type i = 0; i < rows; ++i) {
+        const T* xi = x + i * n;
+        const float squares = sum(n, [&](index_type j, index_type c) {
+            const batch v = load(xi + j, c);
+            return v * v;
+        });
+        const float r = 1.0f / std::sqrt(squares / static_cast<float>(n) + eps);
+        rstd[i] = r;
+        for (index_type h = 0; h < heads; ++h) {
+            const index_type first = h * d;
+            const batch seed(std::tanh(sum(
+                d, [&](index_type j, index_type c) { return load(xi + first + j, c) * load(beta + first + j, c); })));
+            each(d, [&](index_type j, index_type c) {
+                const index_type k = first + j;
+                store(y + i * n + k, (seed * load(alpha + k, c) + load(gamma + k, c)) * (load(xi + k, c) * batch(r)),
+                      c);
+            });
+        }
+    }
+}
+
 // y = γ·f(α·x + s) + β, f = tanh (DyT) or erf (Derf), xsimd's
 template <bool erf, class T, class P>
 void pointwise_forward(const T* x, const P* gamma, const P* beta, T* y, index_type rows, index_type n, float alpha,
