@@ -68,7 +68,8 @@ TEMPLATE_TEST_CASE("row reductions match long-double sums over every tail", "[co
 TEST_CASE("float sums of squares stay within 2^-22 at any length, and in pieces give the bits of one call",
           "[core][reduce]") {
     // A single float accumulator per lane loses about n/16·2⁻²⁴ over a row of positive terms; the
-    // blocked sum rounds chains of four before going on in double, so its bound does not grow.
+    // blocked sum rounds chains of at most six before going on in double (a bound of 6·2⁻²⁴ at
+    // any length; these rows stay within 2⁻²²).
     for (index_type n : {index_type(1), index_type(255), index_type(256), index_type(257), index_type(65536 + 17),
                          index_type(1) << 20}) {
         std::vector<float> x(static_cast<std::size_t>(n));

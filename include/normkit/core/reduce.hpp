@@ -34,8 +34,8 @@ template <class A, class C>
 }
 
 // The sums of squares take their steps in the compute type's lanes and their totals in sum_t
-// (batch_accumulator's blocked form): a float x² rounds once into a chain of four terms, then
-// goes on in double. Every term is positive, so the sum stays within about 2⁻²² of the exact one
+// (batch_accumulator's blocked form): a float x² rounds once into a chain of at most six terms,
+// then goes on in double. Every term is positive, so the sum stays within 6·2⁻²⁴ of the exact one
 // at any length, at the cost of a float accumulator's step.
 template <class T>
 using squares_lane_t = compute_t<T>;

@@ -448,10 +448,11 @@ inline auto wide(const batch<C>& value) {
 // Lanes of A narrower than W (float lanes of a double sum: the squares of
 // RMSNorm's float rows) take the step in A, and every flush_groups groups, and
 // at the end, the four lane sets are widened and added into totals of W: each
-// lane then rounds a chain of at most flush_groups terms before the sum goes
-// on in W, which costs the step no widening. For Σx², where every term is
-// positive, that chain bounds the sum's relative error by about 2⁻²² for any
-// row length, where one float accumulator's grows with it.
+// lane then rounds a chain of at most six fused terms (flush_groups between
+// flushes; a row's last chain may take up to two more single batches) before
+// the sum goes on in W, which costs the step no widening. For Σx², where
+// every term is positive, that bounds the sum's relative error by 6·2⁻²⁴ for
+// any row length, where one float accumulator's grows with it.
 template <std::size_t K, class C, class W = C, class A = W>
 struct batch_accumulator {
     static constexpr index_type group = 4 * width<C>;

@@ -22,7 +22,7 @@
 //   √(‖x‖² + ε). At ‖x‖ = ε exactly the unclamped branch is taken, as
 //   clamp_min's gradient does.
 // - Σx² and Σx·dy in sum_t (double for float rows, float for 16-bit
-//   storage; the forward's Σx² as RMSNorm's, in float chains of four taken on
+//   storage; the forward's Σx² as RMSNorm's, in short float chains taken on
 //   in double), the scale g/max(‖x‖, ε) formed there and rounded once; the
 //   backward recomputes ‖x‖ (in double throughout, beside Σx·dy) from the row
 //   it reads anyway, so the forward saves nothing. ε below the

@@ -10,12 +10,12 @@
 //
 // Conventions:
 // - Σx² in sum_t (double for float rows, float for 16-bit storage): each
-//   float x² is fused into a chain of four terms in its lane, and the chains go
-//   on in double (core/reduce.hpp, core::accumulate_squares), so the sum is
-//   within about 2⁻²² of the exact one at any length for a float
+//   float x² is fused into a short chain (at most six terms) in its lane, and
+//   the chains go on in double (core/reduce.hpp, core::accumulate_squares), so
+//   the sum is within 6·2⁻²⁴ of the exact one at any length for a float
 //   accumulator's cost; r is formed in double by a true square root and
-//   divide and rounded once: fp32 y is within 4 ulp of float64 on rows of any length and
-//   offset, and a constant row of 10⁶ with w = 1 gives exactly 1
+//   divide and rounded once: fp32 y is within 4 ulp of float64 on rows of any
+//   length and offset, and a constant row of 10⁶ with w = 1 gives exactly 1
 //   (docs/accuracy.md). The saved rstd is float (double). ε below the compute
 //   type's smallest normal value (1.2e-38 for float) is raised to it
 //   (core::eps_in): an all-zero row then still gives y = 0.

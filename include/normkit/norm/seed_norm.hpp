@@ -28,7 +28,7 @@
 //   via x̂ and via ⟨x_h, β_h⟩); nothing but rstd is saved.
 //
 // Conventions:
-// - Σx² as RMSNorm's (sum_t, float chains of four taken on in double: the
+// - Σx² as RMSNorm's (sum_t, short float chains taken on in double: the
 //   bits of rms_norm.hpp) and the seeds' dot products in sum_t with every
 //   product in double (a dot product may cancel, so no float chain), r formed
 //   in double and rounded once; y rounded once to the
