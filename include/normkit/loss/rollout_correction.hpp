@@ -52,6 +52,7 @@
 #include "../core/view.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -289,11 +290,16 @@ inline double rejection_divergence(rejection_statistic statistic, double d) {
     }
 }
 
-// Whether s passes criterion k: k1 between the log bounds, k2 and k3 at most upper (NaN fails).
-inline bool rejection_passes(const rollout_rejection_criterion& k, double s) {
-    if (k.statistic != rejection_statistic::k1) return s <= k.upper;
-    const double lower = k.lower ? *k.lower : 1.0 / k.upper;
-    return std::log(lower) <= s && s <= std::log(k.upper);
+// The interval s must lie in for criterion k: k1 between the log ratio bounds, k2 and k3 at most
+// upper. Formed once per call, not per token.
+inline std::array<double, 2> rejection_interval(const rollout_rejection_criterion& k) {
+    if (k.statistic != rejection_statistic::k1) return {-std::numeric_limits<double>::infinity(), k.upper};
+    return {std::log(k.lower ? *k.lower : 1.0 / k.upper), std::log(k.upper)};
+}
+
+// Whether s lies in the interval (its bounds included; NaN fails).
+inline bool rejection_passes(const std::array<double, 2>& interval, double s) {
+    return interval[0] <= s && s <= interval[1];
 }
 
 template <class T>
@@ -306,6 +312,8 @@ double rollout_rejection_mask(matrix_view<const T> x, matrix_view<const T> rollo
     core::require_same_or_disjoint("keep", keep, "log_probs", x, "mask", mask);
     core::require_disjoint("keep", keep, "rollout_log_probs", rollout);
     const double limit = o.log_ratio_clamp;
+    std::vector<std::array<double, 2>> interval;
+    for (const auto& k : o.criteria) interval.push_back(rejection_interval(k));
     const auto statistics = {rejection_statistic::k1, rejection_statistic::k2, rejection_statistic::k3};
     bool summed[3] = {false, false, false};  // the statistics some sequence criterion reduces
     for (const auto& k : o.criteria)
@@ -340,22 +348,24 @@ double rollout_rejection_mask(matrix_view<const T> x, matrix_view<const T> rollo
         }
         for (auto& value : max) value = value == none ? 0.0 : value;
         bool row_passes = true;
-        for (const auto& k : o.criteria) {
+        for (std::size_t c = 0; c < o.criteria.size(); ++c) {
+            const auto& k = o.criteria[c];
             const auto s = static_cast<std::size_t>(k.statistic);
             if (k.level == rejection_level::sequence_sum)
-                row_passes = row_passes && rejection_passes(k, sum[s]);
+                row_passes = row_passes && rejection_passes(interval[c], sum[s]);
             else if (k.level == rejection_level::sequence_mean)
-                row_passes = row_passes && rejection_passes(k, sum[s] / (count + 1e-8));
+                row_passes = row_passes && rejection_passes(interval[c], sum[s] / (count + 1e-8));
             else if (k.level == rejection_level::sequence_max)
-                row_passes = row_passes && rejection_passes(k, max[s]);
+                row_passes = row_passes && rejection_passes(interval[c], max[s]);
         }
         for (index_type t = 0; t < x.cols; ++t) {
             const double mt = m(t);
             bool passes = row_passes;
             if (mt != 0)
-                for (const auto& k : o.criteria)
-                    if (k.level == rejection_level::token)
-                        passes = passes && rejection_passes(k, rejection_divergence(k.statistic, d(t)));
+                for (std::size_t c = 0; c < o.criteria.size(); ++c)
+                    if (o.criteria[c].level == rejection_level::token)
+                        passes = passes &&
+                                 rejection_passes(interval[c], rejection_divergence(o.criteria[c].statistic, d(t)));
             if (mt != 0 && !passes) rejected += mt;
             keep(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(passes ? mt : 0.0));
         }

@@ -163,15 +163,13 @@ void hapo_clip_ranges(matrix_view<const T> signal, matrix_view<T> low, matrix_vi
     core::require(std::isfinite(alpha), "alpha must be finite, got ", alpha);
     for (index_type i = 0; i < signal.rows; ++i)
         for (index_type t = 0; t < signal.cols; ++t) {
-            // A NaN h̃ is on neither side of 0: both ranges NaN (it got the bases before).
+            // min(h̃, 0) and max(h̃, 0) pick the side (the other range gets its base times exactly 1)
+            // and pass a NaN h̃ through, which is on neither side: both ranges NaN.
             const double h = static_cast<double>(core::to_compute(signal(i, t)));
-            const double nan = std::numeric_limits<double>::quiet_NaN();
-            low(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(std::isnan(h) ? nan
-                                                                              : h <= 0 ? clip_low * (1.0 - h * alpha)
-                                                                                       : clip_low));
-            high(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(std::isnan(h) ? nan
-                                                                               : h > 0 ? clip_high * (1.0 + h * alpha)
-                                                                                       : clip_high));
+            low(i, t) =
+                core::from_compute<T>(static_cast<core::compute_t<T>>(clip_low * (1.0 - std::min(h, 0.0) * alpha)));
+            high(i, t) =
+                core::from_compute<T>(static_cast<core::compute_t<T>>(clip_high * (1.0 + std::max(h, 0.0) * alpha)));
         }
 }
 
