@@ -7,6 +7,8 @@
 #include <normkit/core/stream.hpp>
 
 #include <atomic>
+#include <fstream>
+#include <string>
 #include <cmath>
 #include <numeric>
 
@@ -162,6 +164,53 @@ TEST_CASE("bf16 and fp16 conversion round to nearest even and keep NaN", "[core]
     });
     for (std::size_t i = 0; i < values.size(); ++i)
         CHECK(static_cast<float>(halves[i]) == static_cast<float>(static_cast<Eigen::half>(values[i])));
+}
+
+// A partial batch (core::load / core::store with count < lanes; masked moves with AVX-512, a
+// memcpy elsewhere): load reads the count elements and gives 0 in every other lane, store
+// writes the count elements and not one byte beyond them, for every count and storage type.
+TEMPLATE_TEST_CASE("partial loads zero the missing lanes and partial stores write only their lanes", "[core][simd]",
+                   float, double, Eigen::bfloat16, Eigen::half) {
+    using C = core::compute_t<TestType>;
+    constexpr index_type lanes = core::width<C>;
+    std::vector<TestType> source(3 * lanes);
+    for (index_type i = 0; i < 3 * lanes; ++i) source[i] = static_cast<TestType>(static_cast<float>(i + 1) * 0.5f);
+    const TestType sentinel = static_cast<TestType>(-7.0f);
+    for (index_type offset = 0; offset < 2; ++offset)  // aligned and one element past it
+        for (index_type count = 0; count < lanes; ++count) {
+            INFO("offset " << offset << ", count " << count);
+            alignas(64) C lanes_of[lanes];
+            core::load(source.data() + lanes + offset, count).store_aligned(lanes_of);
+            for (index_type lane = 0; lane < lanes; ++lane)
+                CHECK(lanes_of[lane] == (lane < count ? core::to_compute(source[lanes + offset + lane]) : C(0)));
+            std::vector<TestType> destination(3 * lanes, sentinel);
+            core::store(destination.data() + lanes + offset, core::load(source.data() + offset, lanes), count);
+            for (index_type i = 0; i < 3 * lanes; ++i) {
+                const index_type lane = i - lanes - offset;
+                const TestType expected = lane >= 0 && lane < count ? source[offset + lane] : sentinel;
+                CHECK(core::to_compute(destination[i]) == core::to_compute(expected));
+            }
+        }
+}
+
+// The run-time half of core/tuning.hpp reads the vendor the kernel reports.
+TEST_CASE("the tuning's host vendor is the one /proc/cpuinfo names", "[core][tuning]") {
+    std::ifstream info("/proc/cpuinfo");
+    std::string line, vendor;
+    while (std::getline(info, line))
+        if (line.rfind("vendor_id", 0) == 0) {
+            vendor = line.substr(line.find(':') + 2);
+            break;
+        }
+    if (vendor.empty()) {
+        WARN("no vendor_id in /proc/cpuinfo: nothing to compare with");
+        return;
+    }
+    const auto expected = vendor == "GenuineIntel"   ? core::tuning::vendor::intel
+                          : vendor == "AuthenticAMD" ? core::tuning::vendor::amd
+                                                     : core::tuning::vendor::other;
+    CHECK(core::tuning::host_vendor() == expected);
+    CHECK(core::tuning::host().stream_pointwise == (expected != core::tuning::vendor::intel));
 }
 
 // The vector narrowing to bf16 (with AVX512-BF16: vcvtneps2bf16, and the integer rounding for

@@ -160,7 +160,7 @@ void normalize_rows(matrix_view<const T> x, matrix_view<T> y, index_type begin, 
             const T* in = x.row(row);
             const auto affine = method.row(row, in);
             write_row(y.row(row), n, false,
-                      [&](index_type i, index_type count) { return method(in, affine, i, count); });
+                      [method, in, affine](index_type i, index_type count) { return method(in, affine, i, count); });
         }
     } else {
         using C = compute_t<T>;

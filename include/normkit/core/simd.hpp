@@ -328,6 +328,63 @@ inline void narrow_half(Eigen::half* destination, const B& value) {
 
 }  // namespace detail
 
+namespace detail {
+
+// The lanes [0, count) of a batch as an AVX-512 write mask (count ≤ 16).
+[[gnu::always_inline]] inline unsigned lane_mask(index_type count) { return (1u << static_cast<unsigned>(count)) - 1u; }
+
+// A partial row tail moved with masked loads and stores where AVX-512 has them (lanes beyond
+// count are neither read nor written, so they cannot fault): a memcpy of a variable length,
+// the portable form, costs a call or a rep movs at every row's end, a noticeable share of short
+// rows. Both give the same bits.
+inline constexpr bool masked_tails =
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+    sizeof(batch<float>) == 64;
+#else
+    false;
+#endif
+
+// count (< the batch's lanes) elements of T from source into the low lanes of a zeroed buffer
+// of one batch's bytes of T.
+template <class T>
+[[gnu::always_inline]] inline void load_tail(const T* source, index_type count, T* buffer) {
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+    if constexpr (masked_tails) {
+        const unsigned mask = lane_mask(count);
+        if constexpr (sizeof(T) == 4)
+            _mm512_store_si512(buffer, _mm512_maskz_loadu_epi32(static_cast<__mmask16>(mask), source));
+        else if constexpr (sizeof(T) == 8)
+            _mm512_store_si512(buffer, _mm512_maskz_loadu_epi64(static_cast<__mmask8>(mask), source));
+        else
+            _mm256_store_si256(reinterpret_cast<__m256i*>(buffer),
+                               _mm256_maskz_loadu_epi16(static_cast<__mmask16>(mask), source));
+        return;
+    }
+#endif
+    std::memcpy(static_cast<void*>(buffer), source, static_cast<std::size_t>(count) * sizeof(T));
+}
+
+// The low count (< the batch's lanes) elements of a buffer of one batch's bytes of T to destination.
+template <class T>
+[[gnu::always_inline]] inline void store_tail(T* destination, index_type count, const T* buffer) {
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+    if constexpr (masked_tails) {
+        const unsigned mask = lane_mask(count);
+        if constexpr (sizeof(T) == 4)
+            _mm512_mask_storeu_epi32(destination, static_cast<__mmask16>(mask), _mm512_load_si512(buffer));
+        else if constexpr (sizeof(T) == 8)
+            _mm512_mask_storeu_epi64(destination, static_cast<__mmask8>(mask), _mm512_load_si512(buffer));
+        else
+            _mm256_mask_storeu_epi16(destination, static_cast<__mmask16>(mask),
+                                     _mm256_load_si256(reinterpret_cast<const __m256i*>(buffer)));
+        return;
+    }
+#endif
+    std::memcpy(static_cast<void*>(destination), buffer, static_cast<std::size_t>(count) * sizeof(T));
+}
+
+}  // namespace detail
+
 // Loads `count` (default: a full batch) elements of storage type T as a batch of compute_t<T>.
 template <class T>
 inline batch<compute_t<T>> load(const T* source, index_type count = width<compute_t<T>>) {
@@ -336,18 +393,19 @@ inline batch<compute_t<T>> load(const T* source, index_type count = width<comput
     if constexpr (std::is_same_v<T, C>) {
         if (count == lanes) return batch<C>::load_unaligned(source);
         alignas(64) C buffer[lanes] = {};
-        std::memcpy(buffer, source, static_cast<std::size_t>(count) * sizeof(T));
+        detail::load_tail(source, count, buffer);
         return batch<C>::load_aligned(buffer);
     } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
         // bf16 is the top half of a float: widen the 16 bits and shift them up.
         if (count == lanes) return detail::widen_bfloat16(reinterpret_cast<const std::uint16_t*>(source));
-        std::uint16_t bits[lanes] = {};
-        std::memcpy(bits, source, static_cast<std::size_t>(count) * sizeof(T));
+        alignas(64) std::uint16_t bits[lanes] = {};
+        detail::load_tail(reinterpret_cast<const std::uint16_t*>(source), count, bits);
         return detail::widen_bfloat16(bits);
     } else {
         if (count == lanes) return detail::widen_half(source);
-        Eigen::half buffer[lanes] = {};
-        std::memcpy(static_cast<void*>(buffer), source, static_cast<std::size_t>(count) * sizeof(T));
+        alignas(64) Eigen::half buffer[lanes] = {};
+        detail::load_tail(reinterpret_cast<const std::uint16_t*>(source), count,
+                          reinterpret_cast<std::uint16_t*>(buffer));
         return detail::widen_half(buffer);
     }
 }
@@ -364,23 +422,24 @@ inline void store(T* destination, const batch<compute_t<T>>& value, index_type c
         }
         alignas(64) C buffer[lanes];
         value.store_aligned(buffer);
-        std::memcpy(destination, buffer, static_cast<std::size_t>(count) * sizeof(T));
+        detail::store_tail(destination, count, buffer);
     } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
         if (count == lanes) {
             detail::narrow_bfloat16(reinterpret_cast<std::uint16_t*>(destination), value);
             return;
         }
-        std::uint16_t bits[lanes];
+        alignas(64) std::uint16_t bits[lanes];
         detail::narrow_bfloat16(bits, value);
-        std::memcpy(destination, bits, static_cast<std::size_t>(count) * sizeof(T));
+        detail::store_tail(reinterpret_cast<std::uint16_t*>(destination), count, bits);
     } else {
         if (count == lanes) {
             detail::narrow_half(destination, value);
             return;
         }
-        Eigen::half buffer[lanes];
+        alignas(64) Eigen::half buffer[lanes];
         detail::narrow_half(buffer, value);
-        std::memcpy(static_cast<void*>(destination), buffer, static_cast<std::size_t>(count) * sizeof(T));
+        detail::store_tail(reinterpret_cast<std::uint16_t*>(destination), count,
+                           reinterpret_cast<const std::uint16_t*>(buffer));
     }
 }
 

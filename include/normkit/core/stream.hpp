@@ -211,7 +211,8 @@ private:
 // affine) as a call per batch, with its constants broadcast again in each,
 // at about twice the time.
 template <class T, class Value>
-[[gnu::flatten]] inline void write_row(T* row, index_type n, bool streaming, Value&& value) {
+[[gnu::flatten]] inline void write_row(T* row, index_type n, bool streaming, Value&& value_of) {
+    const auto value = value_of;  // see write_two_rows
     if constexpr (can_stream_v<T>) {
         if (streaming && reinterpret_cast<std::uintptr_t>(row) % sizeof(T) == 0) {
             constexpr index_type block = width<compute_t<T>> * stream_batches<T>;
@@ -270,9 +271,10 @@ template <class T, class Value>
             return;
         }
     }
+    const auto first_value = of(0), second_value = of(1);
     for_each_batch<compute_t<T>>(n, [&](index_type offset, index_type count) {
-        store(first + offset, value(0, offset, count), count);
-        store(second + offset, value(1, offset, count), count);
+        store(first + offset, first_value(offset, count), count);
+        store(second + offset, second_value(offset, count), count);
     });
 }
 

@@ -1,7 +1,8 @@
-// The choices that depend on the host rather than on the arithmetic, in one table. Each is made at
-// build time from the instruction set the compiler targets (-march); no choice changes a result
-// bit, only how fast it is reached. The measurements behind each row, and the hosts they were
-// taken on, are in docs/performance.md ("Per-host tuning"); a row without one says so.
+// The choices that depend on the host rather than on the arithmetic, in one table. No choice
+// changes a result bit, only how fast it is reached. The measurements behind each row, and the
+// hosts they were taken on, are in docs/performance.md ("Per-host tuning").
+//
+// Chosen at build time from the instruction set the compiler targets (-march):
 //
 //   choice                  what it trades                                  AVX-512      AVX2      SSE2
 //   prefetch_bytes          how far ahead a sweep with arithmetic between   2048         2048      2048
@@ -15,13 +16,28 @@
 //   sixteen_group_moments   16 contiguous float groups per sweep of the     yes          no        no
 //                           GRPO-family normalizers (16 float lanes only)
 //
+// Chosen at run time from the CPU's vendor (cpuid), where two hosts of one instruction set
+// disagree:
+//
+//   choice                  what it trades                                  Intel        AMD, other
+//   stream_pointwise        DyT and Derf stream at the default threshold    no           yes
+//                           (their arithmetic, not the write bandwidth
+//                           streaming saves, bounds them on the Intel host;
+//                           on Zen 4 streaming still gains)
+//
 // Row pairing beyond the cache (core::stream_row_pairs) is taken by every build that streams.
-// The AVX2 and SSE2 columns and AMD Zen 4 (AVX-512 on 256-bit units) have not been tuned apart from
-// the AVX-512 host: bench/ builds for both ISAs (scripts/bench) and compares each kernel with its
-// yardstick, so a host where a row loses shows it in one run.
+// Measured on an Intel AVX-512 host and an AMD Zen 4 host (AVX-512 on 256-bit units), where the
+// build-time rows were found right for both; the AVX2 and SSE2 columns are the AVX-512 values,
+// checked by the AVX2 build of bench/ (scripts/bench), which compares each kernel with its
+// yardstick so that a host where a row loses shows it in one run.
 #pragma once
 
 #include <cstddef>
+#include <cstring>
+
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#endif
 
 namespace normkit::core::tuning {
 
@@ -49,5 +65,32 @@ inline constexpr choices table[] = {
 };
 
 inline constexpr choices chosen = table[static_cast<int>(target)];
+
+enum class vendor { intel, amd, other };
+
+// cpuid leaf 0's vendor string, read once.
+inline vendor host_vendor() {
+    static const vendor found = [] {
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+        unsigned leaves = 0, b = 0, c = 0, d = 0;
+        if (__get_cpuid(0, &leaves, &b, &c, &d)) {
+            char name[13] = {};
+            std::memcpy(name, &b, 4);
+            std::memcpy(name + 4, &d, 4);
+            std::memcpy(name + 8, &c, 4);
+            if (std::strcmp(name, "GenuineIntel") == 0) return vendor::intel;
+            if (std::strcmp(name, "AuthenticAMD") == 0) return vendor::amd;
+        }
+#endif
+        return vendor::other;
+    }();
+    return found;
+}
+
+struct host_choices {
+    bool stream_pointwise;
+};
+
+inline host_choices host() { return {host_vendor() != vendor::intel}; }
 
 }  // namespace normkit::core::tuning

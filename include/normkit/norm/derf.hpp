@@ -33,6 +33,10 @@
 // - NaN and ±inf: as dyt.hpp, with erf(±∞) = ±1 and e^(−u²) = 0: x = ±inf gives
 //   y = ±γ + β, dx = 0 there, dα NaN, ds and dγ finite; a NaN x gives NaN y, dx there
 //   and NaN dα, ds and dγ of its column.
+// - An output beyond the cache (larger than stream_above_bytes) is written with
+//   streaming stores where that gains on the host: at the default threshold, AMD
+//   hosts stream and Intel hosts do not (core/tuning.hpp, stream_pointwise); any
+//   other threshold is taken as given. The bits are the same either way.
 #pragma once
 
 #include "../core/execution.hpp"

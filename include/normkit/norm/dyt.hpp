@@ -37,6 +37,10 @@
 //   gives y = NaN there, dx = NaN there, and NaN dα and dγ of its column; x = ±inf
 //   gives t = ±1, so y = ±γ + β and dγ finite, dx = 0 there, and dα = Σ c⊙x = NaN
 //   (0·∞). Every other element of y and dx is unaffected.
+// - An output beyond the cache (larger than stream_above_bytes) is written with
+//   streaming stores where that gains on the host: at the default threshold, AMD
+//   hosts stream and Intel hosts do not (core/tuning.hpp, stream_pointwise); any
+//   other threshold is taken as given. The bits are the same either way.
 #pragma once
 
 #include "../core/execution.hpp"

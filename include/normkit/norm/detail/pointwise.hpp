@@ -61,14 +61,18 @@ template <class T, class Function>
 void pointwise_forward(matrix_view<const T> x, vector_view<const T> weight, vector_view<const T> bias, matrix_view<T> y,
                        const streaming_options& options, Function function) {
     require_pointwise_forward(x, weight, bias, y);
-    const bool streaming = core::streams_output<T>(x.rows, x.cols, options.stream_above_bytes);
+    // At the default threshold the host decides (core/tuning.hpp); any other is taken as given.
+    const bool streaming =
+        core::streams_output<T>(x.rows, x.cols, options.stream_above_bytes) &&
+        (options.stream_above_bytes != default_stream_above_bytes || core::tuning::host().stream_pointwise);
     core::with_flags(
         [&](auto has_weight, auto has_bias) {
             core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
                 // One explicit fma for γ·f + β: left to the compiler, the contraction can
                 // differ between the copies of this body (streaming or not, one row or two),
                 // and with it the last bit.
-                const auto row_value = [&](const T* in, index_type i, index_type count) {
+                const auto row_value = [function, weight, bias, has_weight, has_bias](const T* in, index_type i,
+                                                                                      index_type count) {
                     core::prefetch_ahead(in, i);
                     const auto value = function(core::load(in + i, count));
                     if constexpr (has_weight && has_bias)
@@ -84,7 +88,7 @@ void pointwise_forward(matrix_view<const T> x, vector_view<const T> weight, vect
                 core::for_row_pairs(begin, end, [&](index_type row, index_type other, index_type, index_type) {
                     const T* in = x.row(row);
                     const T* other_in = x.row(other);
-                    const auto value = [&](int which, index_type i, index_type count) {
+                    const auto value = [row_value, in, other_in](int which, index_type i, index_type count) {
                         return row_value(which == 0 ? in : other_in, i, count);
                     };
                     core::write_two_rows(y.row(row), y.row(other), x.cols, streaming, value);
