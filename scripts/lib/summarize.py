@@ -37,7 +37,8 @@ def host_line(path):
     with open(path) as handle:
         context = json.load(handle).get("context", {})
     return (f"Host: {context.get('cpu_model', 'unknown CPU')}; built for {context.get('isa', 'unknown ISA')}; "
-            f"caches {context.get('caches', 'unknown')}; {context.get('num_cpus', '?')} CPUs.")
+            f"caches {context.get('caches', 'unknown')}; {context.get('num_cpus', '?')} CPUs; "
+            f"tuning {context.get('tuning', 'unknown')}.")
 
 
 def main(path):
