@@ -1,5 +1,9 @@
-// The implementation of credit/turns.hpp: per-turn tables read into rows of
-// doubles, standardized per (group, turn index) or per group, and written back.
+// The implementation of credit/turns.hpp. A per-turn table is read once into a flat [B × N]
+// buffer of doubles (padding never read); the discounted sums run eight rows at a time, so the
+// eight independent recursions overlap; the statistics of the (group, turn index) cells are taken
+// as per-column sums over the group's rows, in member order (two_pass_moments' order, cell by
+// cell); a group's statistics over all its turns take each row in eight partial sums. A few flat
+// buffers per call, nothing allocated per row, per cell or per turn.
 #pragma once
 
 #include "../returns.hpp"
@@ -7,12 +11,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
 namespace normkit::credit::detail {
 
-using turn_rows = std::vector<std::vector<double>>;
 using group_lists = std::vector<std::vector<index_type>>;
 
 // The checks every per-turn estimator shares (the table, its turn counts, the
@@ -30,76 +34,230 @@ group_lists checked_turn_groups(const char* name, matrix_view<const T> table, ve
     return members;
 }
 
-// Standardizes the values of each (group, turn index t) cell.
-inline turn_rows standardize_per_turn(const turn_rows& values, const group_lists& groups, int ddof, double eps,
-                                      bool divide_by_std) {
-    turn_rows out(values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) out[i].assign(values[i].size(), 0.0);
-    const auto row = [&](index_type i) -> const std::vector<double>& { return values[static_cast<std::size_t>(i)]; };
-    for (const auto& members : groups) {
-        std::size_t depth = 0;
-        for (index_type i : members) depth = std::max(depth, row(i).size());
-        for (std::size_t t = 0; t < depth; ++t) {
-            std::vector<double> set;
-            for (index_type i : members)
-                if (t < row(i).size()) set.push_back(row(i)[t]);
-            const location_scale stats = standardize(set, ddof, eps, divide_by_std);
-            for (index_type i : members)
-                if (t < row(i).size()) out[static_cast<std::size_t>(i)][t] = standardized(row(i)[t], stats);
-        }
+// A flat [rows × cols] table of doubles; row i holds n[i] values (the rest is never read).
+struct turn_table {
+    index_type rows = 0, cols = 0;
+    const index_type* n = nullptr;
+    std::vector<double> x;
+
+    turn_table(index_type rows_, index_type cols_, const index_type* n_)
+        : rows(rows_), cols(cols_), n(n_), x(static_cast<std::size_t>(rows_ * cols_)) {}
+    double* row(index_type i) { return x.data() + static_cast<std::size_t>(i * cols); }
+    const double* row(index_type i) const { return x.data() + static_cast<std::size_t>(i * cols); }
+};
+
+template <class T>
+turn_table read_turns(const matrix_view<const T>& table, const vector_view<const index_type>& turn_count) {
+    turn_table out(table.rows, table.cols, turn_count.data);
+    for (index_type i = 0; i < table.rows; ++i) {
+        double* o = out.row(i);
+        const T* p = table.row(i);
+        const index_type n = turn_count[i];
+        for (index_type t = 0; t < n; ++t) o[t] = static_cast<double>(core::to_compute(p[t]));
     }
     return out;
+}
+
+// Σ_{k≥t} γ^{k−t}·x_k of each row, G_t = x_t + γ·G_{t+1}: the recursion of core/returns.hpp with
+// every turn valid, to its bits. Eight rows at a time, so that their chains overlap.
+inline turn_table discounted_sums(const turn_table& in, double gamma) {
+    turn_table out(in.rows, in.cols, in.n);
+    constexpr index_type block = 8;
+    for (index_type first = 0; first < in.rows; first += block) {
+        const index_type last = std::min(in.rows, first + block);
+        index_type longest = 0;
+        for (index_type i = first; i < last; ++i) longest = std::max(longest, in.n[i]);
+        double running[block] = {};
+        for (index_type t = longest - 1; t >= 0; --t)
+            for (index_type i = first; i < last; ++i) {
+                if (t >= in.n[i]) continue;
+                double& g = running[i - first];
+                g = in.row(i)[t] + gamma * g;
+                out.row(i)[t] = g;
+            }
+    }
+    return out;
+}
+
+// The location and scale of every (group, turn index t) cell, then the z-scores of its values;
+// the sums of a cell run over the group's members in row order, as two_pass_moments takes them.
+struct cell_columns {
+    std::vector<double> count, sum, centred, squares, first;
+    std::vector<char> finite, spread;
+    std::vector<location_scale> stats;
+
+    explicit cell_columns(index_type cols)
+        : count(static_cast<std::size_t>(cols)),
+          sum(count.size()),
+          centred(count.size()),
+          squares(count.size()),
+          first(count.size()),
+          finite(count.size()),
+          spread(count.size()),
+          stats(count.size()) {}
+};
+
+inline void standardize_per_turn(const turn_table& values, const group_lists& groups, int ddof, double eps,
+                                 bool divide_by_std, turn_table& out) {
+    cell_columns c(values.cols);
+    for (const auto& members : groups) {
+        index_type depth = 0;
+        for (index_type i : members) depth = std::max(depth, values.n[i]);
+        if (depth == 0) continue;
+        const auto d = static_cast<std::size_t>(depth);
+        std::fill_n(c.count.begin(), d, 0.0);
+        std::fill_n(c.sum.begin(), d, 0.0);
+        std::fill_n(c.centred.begin(), d, 0.0);
+        std::fill_n(c.squares.begin(), d, 0.0);
+        std::fill_n(c.finite.begin(), d, char(1));
+        std::fill_n(c.spread.begin(), d, char(0));
+        // The first member of a cell is the first to reach its turn: members reach t in order of
+        // their turn counts, so the first value of cell t comes from the first member with n > t.
+        index_type reached = 0;
+        for (index_type i : members) {
+            const double* x = values.row(i);
+            const index_type n = values.n[i];
+            for (index_type t = reached; t < n; ++t) c.first[static_cast<std::size_t>(t)] = x[t];
+            reached = std::max(reached, n);
+            double* count = c.count.data();
+            double* sum = c.sum.data();
+            char* finite = c.finite.data();
+            for (index_type t = 0; t < n; ++t) {
+                count[t] += 1.0;
+                sum[t] += x[t];
+                finite[t] = static_cast<char>(finite[t] & static_cast<char>(std::isfinite(x[t])));
+            }
+        }
+        for (std::size_t t = 0; t < d; ++t) c.sum[t] /= c.count[t];  // the pass-one mean
+        for (index_type i : members) {
+            const double* x = values.row(i);
+            const index_type n = values.n[i];
+            const double* mean = c.sum.data();
+            const double* first = c.first.data();
+            double* centred = c.centred.data();
+            double* squares = c.squares.data();
+            char* spread = c.spread.data();
+            for (index_type t = 0; t < n; ++t) {
+                const double deviation = x[t] - mean[t];
+                centred[t] += deviation;
+                squares[t] += deviation * deviation;
+                spread[t] = static_cast<char>(spread[t] | static_cast<char>(x[t] != first[t]));
+            }
+        }
+        for (std::size_t t = 0; t < d; ++t) {
+            location_scale& s = c.stats[t];
+            const double count = c.count[t];
+            s.mean = c.sum[t] + c.centred[t] / count;
+            const double m2 = std::max(c.squares[t] - c.centred[t] * c.centred[t] / count, 0.0);
+            s.finite = c.finite[t] != 0;
+            s.degenerate = count < 2 || c.spread[t] == 0;
+            s.scale = 1;
+            if (divide_by_std) {
+                const double divisor = count - ddof;
+                s.scale = (divisor > 0 ? std::sqrt(m2 / divisor) : 0.0) + eps;
+            }
+        }
+        for (index_type i : members) {
+            const double* x = values.row(i);
+            double* z = out.row(i);
+            for (index_type t = 0; t < values.n[i]; ++t)
+                z[t] = standardized(x[t], c.stats[static_cast<std::size_t>(t)]);
+        }
+    }
+}
+
+// The location and scale of the values of a set of rows over all their turns (two_pass_moments'
+// formulas, each row summed in eight partial sums).
+inline location_scale rows_location_scale(const turn_table& values, const std::vector<index_type>& members, int ddof,
+                                          double eps, bool divide_by_std) {
+    constexpr index_type lanes = 8;
+    location_scale result;
+    double count = 0;
+    double partial[lanes] = {};
+    bool finite = true;
+    for (index_type i : members) {
+        const double* x = values.row(i);
+        const index_type n = values.n[i];
+        count += static_cast<double>(n);
+        index_type t = 0;
+        for (; t + lanes <= n; t += lanes)
+            for (index_type k = 0; k < lanes; ++k) partial[k] += x[t + k];
+        for (; t < n; ++t) partial[t % lanes] += x[t];
+    }
+    if (count == 0) return result;
+    double sum = 0;
+    for (double p : partial) sum += p;
+    const double mean = sum / count;
+    double centred[lanes] = {}, squares[lanes] = {};
+    bool spread = false;
+    double first = 0;
+    bool have_first = false;
+    for (index_type i : members) {
+        const double* x = values.row(i);
+        const index_type n = values.n[i];
+        if (n == 0) continue;
+        if (!have_first) {
+            first = x[0];
+            have_first = true;
+        }
+        bool row_finite = true, row_spread = false;
+        index_type t = 0;
+        for (; t + lanes <= n; t += lanes)
+            for (index_type k = 0; k < lanes; ++k) {
+                const double deviation = x[t + k] - mean;
+                centred[k] += deviation;
+                squares[k] += deviation * deviation;
+                row_finite &= std::isfinite(x[t + k]);
+                row_spread |= x[t + k] != first;
+            }
+        for (; t < n; ++t) {
+            const double deviation = x[t] - mean;
+            centred[t % lanes] += deviation;
+            squares[t % lanes] += deviation * deviation;
+            row_finite &= std::isfinite(x[t]);
+            row_spread |= x[t] != first;
+        }
+        finite = finite && row_finite;
+        spread = spread || row_spread;
+    }
+    double centred_sum = 0, squares_sum = 0;
+    for (index_type k = 0; k < lanes; ++k) {
+        centred_sum += centred[k];
+        squares_sum += squares[k];
+    }
+    result.finite = finite;
+    result.mean = mean + centred_sum / count;
+    result.degenerate = count < 2 || !spread;
+    if (divide_by_std) {
+        const double m2 = std::max(squares_sum - centred_sum * centred_sum / count, 0.0);
+        const double divisor = count - ddof;
+        result.scale = (divisor > 0 ? std::sqrt(m2 / divisor) : 0.0) + eps;
+    }
+    return result;
 }
 
 // Standardizes the values of each group over all its turns.
-inline turn_rows standardize_per_group(const turn_rows& values, const group_lists& groups, int ddof, double eps,
-                                       bool divide_by_std) {
-    turn_rows out(values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) out[i].assign(values[i].size(), 0.0);
+inline void standardize_per_group(const turn_table& values, const group_lists& groups, int ddof, double eps,
+                                  bool divide_by_std, turn_table& out) {
     for (const auto& members : groups) {
-        std::vector<double> set;
-        for (index_type i : members)
-            set.insert(set.end(), values[static_cast<std::size_t>(i)].begin(),
-                       values[static_cast<std::size_t>(i)].end());
-        const location_scale stats = standardize(set, ddof, eps, divide_by_std);
-        for (index_type i : members)
-            for (std::size_t t = 0; t < values[static_cast<std::size_t>(i)].size(); ++t)
-                out[static_cast<std::size_t>(i)][t] = standardized(values[static_cast<std::size_t>(i)][t], stats);
-    }
-    return out;
-}
-
-template <class T>
-turn_rows read_turns(const matrix_view<const T>& table, const vector_view<const index_type>& turn_count) {
-    turn_rows rows(static_cast<std::size_t>(table.rows));
-    for (index_type i = 0; i < table.rows; ++i)
-        for (index_type t = 0; t < turn_count[i]; ++t)
-            rows[static_cast<std::size_t>(i)].push_back(value_of(table, i, t));
-    return rows;
-}
-
-// Σ_{k≥t} γ^{k−t}·x_k of each row: the library's one recursion with every turn valid.
-inline turn_rows discounted_sums(const turn_rows& rows, double gamma) {
-    turn_rows out(rows.size());
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-        const auto& x = rows[i];
-        out[i].resize(x.size());
-        core::masked_discounted_sum(
-            static_cast<index_type>(x.size()), gamma, return_mask_rule::carry, [](index_type) { return true; },
-            [&](index_type k) { return x[static_cast<std::size_t>(k)]; },
-            [&](index_type k, bool, double running) { out[i][static_cast<std::size_t>(k)] = running; });
-    }
-    return out;
-}
-
-template <class T>
-void write_turns(const matrix_view<T>& out, const turn_rows& values, double padding) {
-    for (index_type i = 0; i < out.rows; ++i)
-        for (index_type t = 0; t < out.cols; ++t) {
-            const auto& row = values[static_cast<std::size_t>(i)];
-            out(i, t) =
-                to_storage<T>(t < static_cast<index_type>(row.size()) ? row[static_cast<std::size_t>(t)] : padding);
+        const location_scale stats = rows_location_scale(values, members, ddof, eps, divide_by_std);
+        for (index_type i : members) {
+            const double* x = values.row(i);
+            double* z = out.row(i);
+            for (index_type t = 0; t < values.n[i]; ++t) z[t] = standardized(x[t], stats);
         }
+    }
+}
+
+template <class T>
+void write_turns(const matrix_view<T>& out, const turn_table& values, double padding) {
+    for (index_type i = 0; i < out.rows; ++i) {
+        const double* x = values.row(i);
+        const index_type n = values.n[i];
+        T* o = out.row(i);
+        for (index_type t = 0; t < n; ++t) o[t] = to_storage<T>(x[t]);
+        for (index_type t = n; t < out.cols; ++t) o[t] = to_storage<T>(padding);
+    }
 }
 
 template <class T>
@@ -116,26 +274,30 @@ void a2tgpo_advantages(matrix_view<const T> information_gain, vector_view<const 
                            "group ids", grouping, "outcome_advantages", outcome_advantages);
     core::require(std::isfinite(options.alpha) && std::isfinite(options.clip_spread), "alpha ", options.alpha,
                   " and clip_spread ", options.clip_spread, " must be finite");
-    const turn_rows normalized = standardize_per_turn(read_turns(information_gain, turn_count), groups, options.ddof,
-                                                      options.eps, options.normalize_by_std);
-    const turn_rows accumulated = discounted_sums(normalized, options.gamma);
+    const turn_table gains = read_turns(information_gain, turn_count);
+    turn_table normalized(gains.rows, gains.cols, gains.n);
+    standardize_per_turn(gains, groups, options.ddof, options.eps, options.normalize_by_std, normalized);
+    const turn_table accumulated = discounted_sums(normalized, options.gamma);
+    // 1/√(n − t) for every depth n − t ∈ [1, N], once per call.
+    std::vector<double> inverse_root(static_cast<std::size_t>(advantages.cols + 1), 0.0);
+    for (std::size_t k = 1; k < inverse_root.size(); ++k) inverse_root[k] = 1.0 / std::sqrt(static_cast<double>(k));
     for (index_type i = 0; i < advantages.rows; ++i) {
-        const auto& g = normalized[static_cast<std::size_t>(i)];
-        const auto n = static_cast<index_type>(g.size());
+        const double* g = normalized.row(i);
+        const double* D = accumulated.row(i);
+        const index_type n = turn_count[i];
         const double outcome = static_cast<double>(core::to_compute(outcome_advantages[i]));
-        for (index_type t = 0; t < advantages.cols; ++t) {
-            double a = 0, c = 1;
-            if (t < n) {
-                a = outcome + options.alpha * accumulated[static_cast<std::size_t>(i)][static_cast<std::size_t>(t)] /
-                                  std::sqrt(static_cast<double>(n - t));
-                const double sigmoid = 1.0 / (1.0 + std::exp(-g[static_cast<std::size_t>(t)]));
-                c = 1.0 + options.clip_spread * (2.0 * sigmoid - 1.0);
-            } else if (t == n) {
-                a = outcome;
-            }
-            advantages(i, t) = to_storage<T>(a);
-            if (!clip_scale.empty()) clip_scale(i, t) = to_storage<T>(c);
+        T* a = advantages.row(i);
+        for (index_type t = 0; t < n; ++t)
+            a[t] = to_storage<T>(outcome + options.alpha * D[t] * inverse_root[static_cast<std::size_t>(n - t)]);
+        if (n < advantages.cols) a[n] = to_storage<T>(outcome);
+        for (index_type t = n + 1; t < advantages.cols; ++t) a[t] = to_storage<T>(0.0);
+        if (clip_scale.empty()) continue;
+        T* c = clip_scale.row(i);
+        for (index_type t = 0; t < n; ++t) {
+            const double sigmoid = 1.0 / (1.0 + std::exp(-g[t]));
+            c[t] = to_storage<T>(1.0 + options.clip_spread * (2.0 * sigmoid - 1.0));
         }
+        for (index_type t = n; t < advantages.cols; ++t) c[t] = to_storage<T>(1.0);
     }
 }
 
@@ -145,18 +307,23 @@ void mapo_advantages(matrix_view<const T> rewards, vector_view<const index_type>
     const group_lists groups =
         checked_turn_groups("rewards", rewards, turn_count, grouping, advantages, options.gamma, options.eps, 0);
     core::require(std::isfinite(options.alpha), "alpha must be finite, got ", options.alpha);
-    const turn_rows immediate = read_turns(rewards, turn_count);
-    const turn_rows turn_term =
-        standardize_per_turn(discounted_sums(immediate, options.gamma), groups, 0, options.eps, true);
-    group_lists batch(1, std::vector<index_type>(static_cast<std::size_t>(rewards.rows)));
-    std::iota(batch[0].begin(), batch[0].end(), index_type(0));
-    const turn_rows group_term = standardize_per_group(
-        immediate, options.immediate_scope == normalization_scope::group ? groups : batch, 0, options.eps, true);
-    turn_rows combined(immediate.size());
-    for (std::size_t i = 0; i < immediate.size(); ++i)
-        for (std::size_t t = 0; t < immediate[i].size(); ++t)
-            combined[i].push_back(options.alpha * turn_term[i][t] + (1.0 - options.alpha) * group_term[i][t]);
-    write_turns(advantages, combined, 0.0);
+    const turn_table immediate = read_turns(rewards, turn_count);
+    turn_table turn_term = discounted_sums(immediate, options.gamma);
+    standardize_per_turn(turn_term, groups, 0, options.eps, true, turn_term);
+    turn_table group_term(immediate.rows, immediate.cols, immediate.n);
+    if (options.immediate_scope == normalization_scope::group) {
+        standardize_per_group(immediate, groups, 0, options.eps, true, group_term);
+    } else {
+        group_lists batch(1, std::vector<index_type>(static_cast<std::size_t>(rewards.rows)));
+        std::iota(batch[0].begin(), batch[0].end(), index_type(0));
+        standardize_per_group(immediate, batch, 0, options.eps, true, group_term);
+    }
+    for (index_type i = 0; i < immediate.rows; ++i) {
+        double* a = turn_term.row(i);
+        const double* b = group_term.row(i);
+        for (index_type t = 0; t < immediate.n[i]; ++t) a[t] = options.alpha * a[t] + (1.0 - options.alpha) * b[t];
+    }
+    write_turns(advantages, turn_term, 0.0);
 }
 
 template <class T>
@@ -164,12 +331,12 @@ void gtpo_advantages(matrix_view<const T> rewards, vector_view<const index_type>
                      matrix_view<T> advantages, const gtpo_options& options) {
     const group_lists groups = checked_turn_groups("rewards", rewards, turn_count, grouping, advantages, options.gamma,
                                                    options.eps, options.ddof);
-    const turn_rows returns = discounted_sums(read_turns(rewards, turn_count), options.gamma);
-    write_turns(advantages,
-                options.scope == gtpo_scope::turn_index
-                    ? standardize_per_turn(returns, groups, options.ddof, options.eps, true)
-                    : standardize_per_group(returns, groups, options.ddof, options.eps, true),
-                0.0);
+    turn_table returns = discounted_sums(read_turns(rewards, turn_count), options.gamma);
+    if (options.scope == gtpo_scope::turn_index)
+        standardize_per_turn(returns, groups, options.ddof, options.eps, true, returns);
+    else
+        standardize_per_group(returns, groups, options.ddof, options.eps, true, returns);
+    write_turns(advantages, returns, 0.0);
 }
 
 template <class T>
