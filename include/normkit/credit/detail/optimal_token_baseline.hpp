@@ -4,6 +4,7 @@
 
 #include "../../core/math.hpp"
 #include "../../core/simd.hpp"
+#include "../../core/parallel.hpp"
 #include "../token_data.hpp"
 
 #include <algorithm>
@@ -19,10 +20,17 @@ inline constexpr double otb_not_finite = std::numeric_limits<double>::quiet_NaN(
 
 // G (reward to go), W (cumulative weight) and m per position, row-major [rows × cols], and the
 // valid-token count of each row.
+// The tables live in per-thread workspaces (core/parallel.hpp), kept across calls: fresh tables
+// of a few MB a call cost more in page faults than the kernel's arithmetic.
+template <int Slot>
+struct otb_slot;
+
 struct token_sums {
     index_type rows = 0, cols = 0;
-    std::vector<double> G, W, m;
+    double *G = nullptr, *W = nullptr, *m = nullptr;
     std::vector<index_type> lengths;
+
+    std::size_t size() const { return static_cast<std::size_t>(rows * cols); }
 
     std::size_t at(index_type i, index_type t) const { return static_cast<std::size_t>(i * cols + t); }
 };
@@ -40,30 +48,30 @@ token_sums otb_sums(matrix_view<const T> rewards, matrix_view<const T> mask, mat
     s.rows = mask.rows;
     s.cols = mask.cols;
     const index_type cols = s.cols;
-    s.G.resize(static_cast<std::size_t>(s.rows * cols));
-    s.W.resize(s.G.size());
-    s.m.resize(s.G.size());
+    s.G = core::workspace<double, otb_slot<0>>(s.size());
+    s.W = core::workspace<double, otb_slot<1>>(s.size());
+    s.m = core::workspace<double, otb_slot<2>>(s.size());
     s.lengths.assign(static_cast<std::size_t>(s.rows), 0);
-    std::vector<double> log_p(static_cast<std::size_t>(cols));
+    double* log_p = core::workspace<double, otb_slot<3>>(static_cast<std::size_t>(cols));
     for (index_type i = 0; i < s.rows; ++i) {
         const T *lp = old_log_prob.row(i), *sp = sum_probability_squared.row(i), *mk = mask.row(i), *r = rewards.row(i);
-        double* m = s.m.data() + s.at(i, 0);
-        double* w = s.W.data() + s.at(i, 0);
-        double* g = s.G.data() + s.at(i, 0);
+        double* m = s.m + s.at(i, 0);
+        double* w = s.W + s.at(i, 0);
+        double* g = s.G + s.at(i, 0);
         index_type length = 0;
         for (index_type t = 0; t < cols; ++t) {
             const bool valid = is_valid(mk[t]);
             m[t] = valid ? 1.0 : 0.0;
             length += valid ? 1 : 0;
             // Masked positions are not read for their values: selected to 0 before exp.
-            log_p[static_cast<std::size_t>(t)] = valid ? static_cast<double>(core::to_compute(lp[t])) : 0.0;
+            log_p[t] = valid ? static_cast<double>(core::to_compute(lp[t])) : 0.0;
             w[t] = valid ? static_cast<double>(core::to_compute(sp[t])) : 0.0;
             g[t] = valid ? static_cast<double>(core::to_compute(r[t])) : 0.0;
         }
         s.lengths[static_cast<std::size_t>(i)] = length;
         for (index_type j = 0; j < cols; j += lanes) {
             const index_type count = std::min(lanes, cols - j);
-            const batch pi = core::exp(core::load(log_p.data() + j, count));
+            const batch pi = core::exp(core::load(log_p + j, count));
             core::store(w + j, batch(1.0) - batch(2.0) * pi + core::load(w + j, count), count);
         }
         if (!importance_weights.empty()) {
@@ -109,8 +117,8 @@ inline index_type zero_tail_member(const std::vector<index_type>& members, const
 
 // The baseline over full positions t of one group (an all-masked member stays in it).
 inline void otb_group(const token_sums& s, const std::vector<index_type>& members,
-                      const optimal_token_baseline_options& options, std::vector<double>& numerator,
-                      std::vector<double>& denominator, std::vector<double>& A) {
+                      const optimal_token_baseline_options& options, double* numerator, double* denominator,
+                      double* A) {
     const index_type cols = s.cols;
     // Masked positions are selected out, never multiplied by m = 0: a non-finite G or W there
     // (carried from a valid token) would give NaN·0 = NaN.
@@ -123,13 +131,13 @@ inline void otb_group(const token_sums& s, const std::vector<index_type>& member
     const index_type tail = options.handle_zero_tail ? zero_tail_member(members, s.lengths, second) : -1;
     // Row by row (contiguous), summing over members in order for each t; a valid member's
     // non-finite G or W makes B_t NaN (otb_baseline).
-    std::fill(numerator.begin(), numerator.end(), 0.0);
-    std::fill(denominator.begin(), denominator.end(), 0.0);
+    std::fill_n(numerator, cols, 0.0);
+    std::fill_n(denominator, cols, 0.0);
     // Selects, not branches, so that each sweep over t is one loop of batches.
-    double* num = numerator.data();
-    double* den = denominator.data();
+    double* num = numerator;
+    double* den = denominator;
     for (index_type i : members) {
-        const double *m = s.m.data() + s.at(i, 0), *G = s.G.data() + s.at(i, 0), *W = s.W.data() + s.at(i, 0);
+        const double *m = s.m + s.at(i, 0), *G = s.G + s.at(i, 0), *W = s.W + s.at(i, 0);
         for (index_type t = 0; t < cols; ++t) {
             const bool finite = std::isfinite(G[t]) && std::isfinite(W[t]);
             const double product = finite ? G[t] * W[t] : otb_not_finite;
@@ -139,8 +147,8 @@ inline void otb_group(const token_sums& s, const std::vector<index_type>& member
     }
     for (index_type t = 0; t < cols; ++t) num[t] /= den[t] + options.eps;  // the baseline B_t
     for (index_type i : members) {
-        const double *m = s.m.data() + s.at(i, 0), *G = s.G.data() + s.at(i, 0);
-        double* a = A.data() + s.at(i, 0);
+        const double *m = s.m + s.at(i, 0), *G = s.G + s.at(i, 0);
+        double* a = A + s.at(i, 0);
         const index_type zero_from = i == tail ? second : cols;
         for (index_type t = 0; t < cols; ++t) {
             const double b = t >= zero_from ? 0.0 : num[t];
@@ -152,15 +160,15 @@ inline void otb_group(const token_sums& s, const std::vector<index_type>& member
 // Every row's valid tokens packed to the front: position[i·cols + k] is the k-th valid token of
 // row i, and G and W there are copied beside it, so that a group's sweep over k reads rows.
 struct packed_sums {
-    std::vector<index_type> position;
-    std::vector<double> G, W, numerator, denominator;
+    index_type* position;
+    double *G, *W, *numerator, *denominator;
 
     explicit packed_sums(const token_sums& s)
-        : position(s.G.size()),
-          G(s.G.size()),
-          W(s.G.size()),
-          numerator(static_cast<std::size_t>(s.cols)),
-          denominator(static_cast<std::size_t>(s.cols)) {
+        : position(core::workspace<index_type, otb_slot<4>>(s.size())),
+          G(core::workspace<double, otb_slot<5>>(s.size())),
+          W(core::workspace<double, otb_slot<6>>(s.size())),
+          numerator(core::workspace<double, otb_slot<7>>(static_cast<std::size_t>(s.cols))),
+          denominator(core::workspace<double, otb_slot<8>>(static_cast<std::size_t>(s.cols))) {
         for (index_type i = 0; i < s.rows; ++i) {
             const std::size_t row = s.at(i, 0);
             index_type k = 0;
@@ -178,7 +186,7 @@ struct packed_sums {
 // The baseline over packed positions k (the k-th valid token) of one group; all-masked members
 // leave it. For each k the sums run over the members in row order, as the formula's Σ_{i∈g}.
 inline void otb_compact_group(const token_sums& s, packed_sums& p, const std::vector<index_type>& all_members,
-                              const optimal_token_baseline_options& options, std::vector<double>& A) {
+                              const optimal_token_baseline_options& options, double* A) {
     const auto length = [&](index_type i) { return s.lengths[static_cast<std::size_t>(i)]; };
     std::vector<index_type> members;
     for (index_type i : all_members)
@@ -186,25 +194,25 @@ inline void otb_compact_group(const token_sums& s, packed_sums& p, const std::ve
     if (members.empty()) return;
     const auto scatter = [&](index_type i, const double* baseline, index_type zero_from) {
         const std::size_t row = s.at(i, 0);
-        const index_type* position = p.position.data() + row;
-        const double* G = p.G.data() + row;
-        double* a = A.data() + row;
+        const index_type* position = p.position + row;
+        const double* G = p.G + row;
+        double* a = A + row;
         for (index_type k = 0; k < length(i); ++k) a[position[k]] = G[k] - (k >= zero_from ? 0.0 : baseline[k]);
     };
     if (members.size() == 1) {
-        scatter(members[0], p.numerator.data(), 0);  // no baseline: A = G
+        scatter(members[0], p.numerator, 0);  // no baseline: A = G
         return;
     }
     index_type longest = 0;
     for (index_type i : members) longest = std::max(longest, length(i));
     index_type second = 0;
     const index_type tail = options.handle_zero_tail ? zero_tail_member(members, s.lengths, second) : -1;
-    double* num = p.numerator.data();
-    double* den = p.denominator.data();
+    double* num = p.numerator;
+    double* den = p.denominator;
     std::fill_n(num, longest, 0.0);
     std::fill_n(den, longest, 0.0);
     for (index_type i : members) {
-        const double *G = p.G.data() + s.at(i, 0), *W = p.W.data() + s.at(i, 0);
+        const double *G = p.G + s.at(i, 0), *W = p.W + s.at(i, 0);
         for (index_type k = 0; k < length(i); ++k) {
             num[k] += std::isfinite(G[k]) && std::isfinite(W[k]) ? G[k] * W[k] : otb_not_finite;
             den[k] += W[k];
@@ -235,16 +243,18 @@ void optimal_token_baseline(matrix_view<const T> rewards, matrix_view<const T> m
     core::require(options.eps >= 0 && std::isfinite(options.eps), "eps must be non-negative and finite, got ",
                   options.eps);
     const token_sums s = otb_sums(rewards, mask, old_log_prob, sum_probability_squared, importance_weights);
-    std::vector<double> A(s.G.size(), 0.0);
+    double* A = core::workspace<double, otb_slot<9>>(s.size());
+    std::fill_n(A, s.size(), 0.0);
     if (!options.compact) {
-        std::vector<double> numerator(static_cast<std::size_t>(s.cols)), denominator(static_cast<std::size_t>(s.cols));
+        double* numerator = core::workspace<double, otb_slot<7>>(static_cast<std::size_t>(s.cols));
+        double* denominator = core::workspace<double, otb_slot<8>>(static_cast<std::size_t>(s.cols));
         for (const auto& members : groups) otb_group(s, members, options, numerator, denominator, A);
     } else {
         packed_sums packed(s);
         for (const auto& members : groups) otb_compact_group(s, packed, members, options, A);
     }
     for (index_type i = 0; i < s.rows; ++i) {
-        const double *a = A.data() + s.at(i, 0), *G = s.G.data() + s.at(i, 0);
+        const double *a = A + s.at(i, 0), *G = s.G + s.at(i, 0);
         T* out = advantages.row(i);
         for (index_type t = 0; t < s.cols; ++t) out[t] = core::from_compute<T>(static_cast<core::compute_t<T>>(a[t]));
         if (returns.empty()) continue;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "../returns.hpp"
+#include "../../core/parallel.hpp"
 #include "../token_data.hpp"
 
 #include <algorithm>
@@ -34,21 +35,29 @@ group_lists checked_turn_groups(const char* name, matrix_view<const T> table, ve
     return members;
 }
 
-// A flat [rows × cols] table of doubles; row i holds n[i] values (the rest is never read).
+// A flat [rows × cols] table of doubles; row i holds n[i] values (the rest is never read). Its
+// storage is a per-thread workspace (core/parallel.hpp), one per Slot, kept across calls: a
+// fresh table of a few MB a call costs more in page faults than the kernel's arithmetic.
+template <int Slot>
+struct turn_table_slot;
+
 struct turn_table {
     index_type rows = 0, cols = 0;
     const index_type* n = nullptr;
-    std::vector<double> x;
+    double* x = nullptr;
 
-    turn_table(index_type rows_, index_type cols_, const index_type* n_)
-        : rows(rows_), cols(cols_), n(n_), x(static_cast<std::size_t>(rows_ * cols_)) {}
-    double* row(index_type i) { return x.data() + static_cast<std::size_t>(i * cols); }
-    const double* row(index_type i) const { return x.data() + static_cast<std::size_t>(i * cols); }
+    double* row(index_type i) { return x + i * cols; }
+    const double* row(index_type i) const { return x + i * cols; }
 };
 
-template <class T>
+template <int Slot>
+turn_table make_turn_table(index_type rows, index_type cols, const index_type* n) {
+    return {rows, cols, n, core::workspace<double, turn_table_slot<Slot>>(static_cast<std::size_t>(rows * cols))};
+}
+
+template <int Slot, class T>
 turn_table read_turns(const matrix_view<const T>& table, const vector_view<const index_type>& turn_count) {
-    turn_table out(table.rows, table.cols, turn_count.data);
+    turn_table out = make_turn_table<Slot>(table.rows, table.cols, turn_count.data);
     for (index_type i = 0; i < table.rows; ++i) {
         double* o = out.row(i);
         const T* p = table.row(i);
@@ -60,8 +69,9 @@ turn_table read_turns(const matrix_view<const T>& table, const vector_view<const
 
 // Σ_{k≥t} γ^{k−t}·x_k of each row, G_t = x_t + γ·G_{t+1}: the recursion of core/returns.hpp with
 // every turn valid, to its bits. Eight rows at a time, so that their chains overlap.
-inline turn_table discounted_sums(const turn_table& in, double gamma) {
-    turn_table out(in.rows, in.cols, in.n);
+template <int Slot>
+turn_table discounted_sums(const turn_table& in, double gamma) {
+    turn_table out = make_turn_table<Slot>(in.rows, in.cols, in.n);
     constexpr index_type block = 8;
     for (index_type first = 0; first < in.rows; first += block) {
         const index_type last = std::min(in.rows, first + block);
@@ -81,20 +91,25 @@ inline turn_table discounted_sums(const turn_table& in, double gamma) {
 
 // The location and scale of every (group, turn index t) cell, then the z-scores of its values;
 // the sums of a cell run over the group's members in row order, as two_pass_moments takes them.
-struct cell_columns {
-    std::vector<double> count, sum, centred, squares, first;
-    std::vector<char> finite, spread;
-    std::vector<location_scale> stats;
+struct cell_columns_slot;
 
-    explicit cell_columns(index_type cols)
-        : count(static_cast<std::size_t>(cols)),
-          sum(count.size()),
-          centred(count.size()),
-          squares(count.size()),
-          first(count.size()),
-          finite(count.size()),
-          spread(count.size()),
-          stats(count.size()) {}
+struct cell_columns {
+    double *count, *sum, *centred, *squares, *first;
+    char *finite, *spread;
+    location_scale* stats;
+
+    explicit cell_columns(index_type cols) {
+        const auto size = static_cast<std::size_t>(cols);
+        double* block = core::workspace<double, cell_columns_slot>(5 * size);
+        count = block;
+        sum = block + size;
+        centred = block + 2 * size;
+        squares = block + 3 * size;
+        first = block + 4 * size;
+        finite = core::workspace<char, cell_columns_slot>(2 * size);
+        spread = finite + size;
+        stats = core::workspace<location_scale, cell_columns_slot>(size);
+    }
 };
 
 inline void standardize_per_turn(const turn_table& values, const group_lists& groups, int ddof, double eps,
@@ -105,12 +120,12 @@ inline void standardize_per_turn(const turn_table& values, const group_lists& gr
         for (index_type i : members) depth = std::max(depth, values.n[i]);
         if (depth == 0) continue;
         const auto d = static_cast<std::size_t>(depth);
-        std::fill_n(c.count.begin(), d, 0.0);
-        std::fill_n(c.sum.begin(), d, 0.0);
-        std::fill_n(c.centred.begin(), d, 0.0);
-        std::fill_n(c.squares.begin(), d, 0.0);
-        std::fill_n(c.finite.begin(), d, char(1));
-        std::fill_n(c.spread.begin(), d, char(0));
+        std::fill_n(c.count, d, 0.0);
+        std::fill_n(c.sum, d, 0.0);
+        std::fill_n(c.centred, d, 0.0);
+        std::fill_n(c.squares, d, 0.0);
+        std::fill_n(c.finite, d, char(1));
+        std::fill_n(c.spread, d, char(0));
         // The first member of a cell is the first to reach its turn: members reach t in order of
         // their turn counts, so the first value of cell t comes from the first member with n > t.
         index_type reached = 0;
@@ -119,9 +134,9 @@ inline void standardize_per_turn(const turn_table& values, const group_lists& gr
             const index_type n = values.n[i];
             for (index_type t = reached; t < n; ++t) c.first[static_cast<std::size_t>(t)] = x[t];
             reached = std::max(reached, n);
-            double* count = c.count.data();
-            double* sum = c.sum.data();
-            char* finite = c.finite.data();
+            double* count = c.count;
+            double* sum = c.sum;
+            char* finite = c.finite;
             for (index_type t = 0; t < n; ++t) {
                 count[t] += 1.0;
                 sum[t] += x[t];
@@ -132,11 +147,11 @@ inline void standardize_per_turn(const turn_table& values, const group_lists& gr
         for (index_type i : members) {
             const double* x = values.row(i);
             const index_type n = values.n[i];
-            const double* mean = c.sum.data();
-            const double* first = c.first.data();
-            double* centred = c.centred.data();
-            double* squares = c.squares.data();
-            char* spread = c.spread.data();
+            const double* mean = c.sum;
+            const double* first = c.first;
+            double* centred = c.centred;
+            double* squares = c.squares;
+            char* spread = c.spread;
             for (index_type t = 0; t < n; ++t) {
                 const double deviation = x[t] - mean[t];
                 centred[t] += deviation;
@@ -274,10 +289,10 @@ void a2tgpo_advantages(matrix_view<const T> information_gain, vector_view<const 
                            "group ids", grouping, "outcome_advantages", outcome_advantages);
     core::require(std::isfinite(options.alpha) && std::isfinite(options.clip_spread), "alpha ", options.alpha,
                   " and clip_spread ", options.clip_spread, " must be finite");
-    const turn_table gains = read_turns(information_gain, turn_count);
-    turn_table normalized(gains.rows, gains.cols, gains.n);
+    const turn_table gains = read_turns<0>(information_gain, turn_count);
+    turn_table normalized = make_turn_table<1>(gains.rows, gains.cols, gains.n);
     standardize_per_turn(gains, groups, options.ddof, options.eps, options.normalize_by_std, normalized);
-    const turn_table accumulated = discounted_sums(normalized, options.gamma);
+    const turn_table accumulated = discounted_sums<2>(normalized, options.gamma);
     // 1/√(n − t) for every depth n − t ∈ [1, N], once per call.
     std::vector<double> inverse_root(static_cast<std::size_t>(advantages.cols + 1), 0.0);
     for (std::size_t k = 1; k < inverse_root.size(); ++k) inverse_root[k] = 1.0 / std::sqrt(static_cast<double>(k));
@@ -307,10 +322,10 @@ void mapo_advantages(matrix_view<const T> rewards, vector_view<const index_type>
     const group_lists groups =
         checked_turn_groups("rewards", rewards, turn_count, grouping, advantages, options.gamma, options.eps, 0);
     core::require(std::isfinite(options.alpha), "alpha must be finite, got ", options.alpha);
-    const turn_table immediate = read_turns(rewards, turn_count);
-    turn_table turn_term = discounted_sums(immediate, options.gamma);
+    const turn_table immediate = read_turns<0>(rewards, turn_count);
+    turn_table turn_term = discounted_sums<1>(immediate, options.gamma);
     standardize_per_turn(turn_term, groups, 0, options.eps, true, turn_term);
-    turn_table group_term(immediate.rows, immediate.cols, immediate.n);
+    turn_table group_term = make_turn_table<2>(immediate.rows, immediate.cols, immediate.n);
     if (options.immediate_scope == normalization_scope::group) {
         standardize_per_group(immediate, groups, 0, options.eps, true, group_term);
     } else {
@@ -331,7 +346,7 @@ void gtpo_advantages(matrix_view<const T> rewards, vector_view<const index_type>
                      matrix_view<T> advantages, const gtpo_options& options) {
     const group_lists groups = checked_turn_groups("rewards", rewards, turn_count, grouping, advantages, options.gamma,
                                                    options.eps, options.ddof);
-    turn_table returns = discounted_sums(read_turns(rewards, turn_count), options.gamma);
+    turn_table returns = discounted_sums<1>(read_turns<0>(rewards, turn_count), options.gamma);
     if (options.scope == gtpo_scope::turn_index)
         standardize_per_turn(returns, groups, options.ddof, options.eps, true, returns);
     else
