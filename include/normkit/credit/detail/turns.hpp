@@ -42,17 +42,23 @@ template <int Slot>
 struct turn_table_slot;
 
 struct turn_table {
-    index_type rows = 0, cols = 0;
+    index_type rows = 0, cols = 0, stride = 0;
     const index_type* n = nullptr;
     double* x = nullptr;
 
-    double* row(index_type i) { return x + i * cols; }
-    const double* row(index_type i) const { return x + i * cols; }
+    double* row(index_type i) { return x + i * stride; }
+    const double* row(index_type i) const { return x + i * stride; }
 };
+
+// Rows a whole number of cache lines and one more apart: rows 2^k doubles apart map to the same
+// L1 sets, and the eight rows a recursion sweeps together would evict each other.
+inline index_type turn_table_stride(index_type cols) { return (cols + 7) / 8 * 8 + 8; }
 
 template <int Slot>
 turn_table make_turn_table(index_type rows, index_type cols, const index_type* n) {
-    return {rows, cols, n, core::workspace<double, turn_table_slot<Slot>>(static_cast<std::size_t>(rows * cols))};
+    const index_type stride = turn_table_stride(cols);
+    return {rows, cols, stride, n,
+            core::workspace<double, turn_table_slot<Slot>>(static_cast<std::size_t>(rows * stride))};
 }
 
 template <int Slot, class T>
@@ -93,24 +99,26 @@ turn_table discounted_sums(const turn_table& in, double gamma) {
 // the sums of a cell run over the group's members in row order, as two_pass_moments takes them.
 struct cell_columns_slot;
 
+// Flags are doubles (counts of non-finite values, of values unlike the cell's first), so that
+// every sweep over t is a loop of batches; x − x ≠ 0 is the test for NaN and ±inf.
 struct cell_columns {
-    double *count, *sum, *centred, *squares, *first;
-    char *finite, *spread;
-    location_scale* stats;
+    double *count, *mean, *centred, *squares, *first, *bad, *spread, *scale;
 
     explicit cell_columns(index_type cols) {
         const auto size = static_cast<std::size_t>(cols);
-        double* block = core::workspace<double, cell_columns_slot>(5 * size);
-        count = block;
-        sum = block + size;
-        centred = block + 2 * size;
-        squares = block + 3 * size;
-        first = block + 4 * size;
-        finite = core::workspace<char, cell_columns_slot>(2 * size);
-        spread = finite + size;
-        stats = core::workspace<location_scale, cell_columns_slot>(size);
+        double* block = core::workspace<double, cell_columns_slot>(8 * size);
+        double** arrays[] = {&count, &mean, &centred, &squares, &first, &bad, &spread, &scale};
+        for (std::size_t k = 0; k < 8; ++k) *arrays[k] = block + k * size;
     }
 };
+
+inline double not_finite(double x) { return x - x != 0 ? 1.0 : 0.0; }
+
+// z = NaN for a non-finite set, 0 for a degenerate one, else (x − mean)/scale (standardized()).
+inline double z_score(double x, double mean, double scale, double bad, double spread) {
+    const double z = (x - mean) / scale;
+    return bad != 0 ? std::numeric_limits<double>::quiet_NaN() : spread != 0 ? z : 0.0;
+}
 
 inline void standardize_per_turn(const turn_table& values, const group_lists& groups, int ddof, double eps,
                                  bool divide_by_std, turn_table& out) {
@@ -120,63 +128,48 @@ inline void standardize_per_turn(const turn_table& values, const group_lists& gr
         for (index_type i : members) depth = std::max(depth, values.n[i]);
         if (depth == 0) continue;
         const auto d = static_cast<std::size_t>(depth);
-        std::fill_n(c.count, d, 0.0);
-        std::fill_n(c.sum, d, 0.0);
-        std::fill_n(c.centred, d, 0.0);
-        std::fill_n(c.squares, d, 0.0);
-        std::fill_n(c.finite, d, char(1));
-        std::fill_n(c.spread, d, char(0));
+        for (double* a : {c.count, c.mean, c.centred, c.squares, c.bad, c.spread}) std::fill_n(a, d, 0.0);
         // The first member of a cell is the first to reach its turn: members reach t in order of
         // their turn counts, so the first value of cell t comes from the first member with n > t.
         index_type reached = 0;
         for (index_type i : members) {
             const double* x = values.row(i);
             const index_type n = values.n[i];
-            for (index_type t = reached; t < n; ++t) c.first[static_cast<std::size_t>(t)] = x[t];
+            for (index_type t = reached; t < n; ++t) c.first[t] = x[t];
             reached = std::max(reached, n);
-            double* count = c.count;
-            double* sum = c.sum;
-            char* finite = c.finite;
+            double *count = c.count, *sum = c.mean, *bad = c.bad;
             for (index_type t = 0; t < n; ++t) {
                 count[t] += 1.0;
                 sum[t] += x[t];
-                finite[t] = static_cast<char>(finite[t] & static_cast<char>(std::isfinite(x[t])));
+                bad[t] += not_finite(x[t]);
             }
         }
-        for (std::size_t t = 0; t < d; ++t) c.sum[t] /= c.count[t];  // the pass-one mean
+        for (std::size_t t = 0; t < d; ++t) c.mean[t] /= c.count[t];  // the pass-one mean
         for (index_type i : members) {
             const double* x = values.row(i);
             const index_type n = values.n[i];
-            const double* mean = c.sum;
-            const double* first = c.first;
-            double* centred = c.centred;
-            double* squares = c.squares;
-            char* spread = c.spread;
+            const double *mean = c.mean, *first = c.first;
+            double *centred = c.centred, *squares = c.squares, *spread = c.spread;
             for (index_type t = 0; t < n; ++t) {
                 const double deviation = x[t] - mean[t];
                 centred[t] += deviation;
                 squares[t] += deviation * deviation;
-                spread[t] = static_cast<char>(spread[t] | static_cast<char>(x[t] != first[t]));
+                spread[t] += x[t] != first[t] ? 1.0 : 0.0;
             }
         }
         for (std::size_t t = 0; t < d; ++t) {
-            location_scale& s = c.stats[t];
             const double count = c.count[t];
-            s.mean = c.sum[t] + c.centred[t] / count;
+            c.mean[t] += c.centred[t] / count;
             const double m2 = std::max(c.squares[t] - c.centred[t] * c.centred[t] / count, 0.0);
-            s.finite = c.finite[t] != 0;
-            s.degenerate = count < 2 || c.spread[t] == 0;
-            s.scale = 1;
-            if (divide_by_std) {
-                const double divisor = count - ddof;
-                s.scale = (divisor > 0 ? std::sqrt(m2 / divisor) : 0.0) + eps;
-            }
+            c.spread[t] = count >= 2 && c.spread[t] != 0 ? 1.0 : 0.0;  // 0: degenerate
+            const double divisor = count - ddof;
+            c.scale[t] = divide_by_std ? (divisor > 0 ? std::sqrt(m2 / divisor) : 0.0) + eps : 1.0;
         }
         for (index_type i : members) {
             const double* x = values.row(i);
             double* z = out.row(i);
-            for (index_type t = 0; t < values.n[i]; ++t)
-                z[t] = standardized(x[t], c.stats[static_cast<std::size_t>(t)]);
+            const double *mean = c.mean, *scale = c.scale, *bad = c.bad, *spread = c.spread;
+            for (index_type t = 0; t < values.n[i]; ++t) z[t] = z_score(x[t], mean[t], scale[t], bad[t], spread[t]);
         }
     }
 }
@@ -188,23 +181,30 @@ inline location_scale rows_location_scale(const turn_table& values, const std::v
     constexpr index_type lanes = 8;
     location_scale result;
     double count = 0;
-    double partial[lanes] = {};
-    bool finite = true;
+    double partial[lanes] = {}, bad[lanes] = {};
     for (index_type i : members) {
         const double* x = values.row(i);
         const index_type n = values.n[i];
         count += static_cast<double>(n);
         index_type t = 0;
         for (; t + lanes <= n; t += lanes)
-            for (index_type k = 0; k < lanes; ++k) partial[k] += x[t + k];
-        for (; t < n; ++t) partial[t % lanes] += x[t];
+            for (index_type k = 0; k < lanes; ++k) {
+                partial[k] += x[t + k];
+                bad[k] += not_finite(x[t + k]);
+            }
+        for (; t < n; ++t) {
+            partial[t % lanes] += x[t];
+            bad[t % lanes] += not_finite(x[t]);
+        }
     }
     if (count == 0) return result;
-    double sum = 0;
-    for (double p : partial) sum += p;
+    double sum = 0, bad_count = 0;
+    for (index_type k = 0; k < lanes; ++k) {
+        sum += partial[k];
+        bad_count += bad[k];
+    }
     const double mean = sum / count;
-    double centred[lanes] = {}, squares[lanes] = {};
-    bool spread = false;
+    double centred[lanes] = {}, squares[lanes] = {}, unlike[lanes] = {};
     double first = 0;
     bool have_first = false;
     for (index_type i : members) {
@@ -215,34 +215,30 @@ inline location_scale rows_location_scale(const turn_table& values, const std::v
             first = x[0];
             have_first = true;
         }
-        bool row_finite = true, row_spread = false;
         index_type t = 0;
         for (; t + lanes <= n; t += lanes)
             for (index_type k = 0; k < lanes; ++k) {
                 const double deviation = x[t + k] - mean;
                 centred[k] += deviation;
                 squares[k] += deviation * deviation;
-                row_finite &= std::isfinite(x[t + k]);
-                row_spread |= x[t + k] != first;
+                unlike[k] += x[t + k] != first ? 1.0 : 0.0;
             }
         for (; t < n; ++t) {
             const double deviation = x[t] - mean;
             centred[t % lanes] += deviation;
             squares[t % lanes] += deviation * deviation;
-            row_finite &= std::isfinite(x[t]);
-            row_spread |= x[t] != first;
+            unlike[t % lanes] += x[t] != first ? 1.0 : 0.0;
         }
-        finite = finite && row_finite;
-        spread = spread || row_spread;
     }
-    double centred_sum = 0, squares_sum = 0;
+    double centred_sum = 0, squares_sum = 0, unlike_count = 0;
     for (index_type k = 0; k < lanes; ++k) {
         centred_sum += centred[k];
         squares_sum += squares[k];
+        unlike_count += unlike[k];
     }
-    result.finite = finite;
+    result.finite = bad_count == 0;
     result.mean = mean + centred_sum / count;
-    result.degenerate = count < 2 || !spread;
+    result.degenerate = count < 2 || unlike_count == 0;
     if (divide_by_std) {
         const double m2 = std::max(squares_sum - centred_sum * centred_sum / count, 0.0);
         const double divisor = count - ddof;
@@ -256,10 +252,11 @@ inline void standardize_per_group(const turn_table& values, const group_lists& g
                                   bool divide_by_std, turn_table& out) {
     for (const auto& members : groups) {
         const location_scale stats = rows_location_scale(values, members, ddof, eps, divide_by_std);
+        const double bad = stats.finite ? 0.0 : 1.0, spread = stats.degenerate ? 0.0 : 1.0;
         for (index_type i : members) {
             const double* x = values.row(i);
             double* z = out.row(i);
-            for (index_type t = 0; t < values.n[i]; ++t) z[t] = standardized(x[t], stats);
+            for (index_type t = 0; t < values.n[i]; ++t) z[t] = z_score(x[t], stats.mean, stats.scale, bad, spread);
         }
     }
 }
