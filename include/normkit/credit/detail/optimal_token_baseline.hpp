@@ -25,14 +25,16 @@ inline constexpr double otb_not_finite = std::numeric_limits<double>::quiet_NaN(
 template <int Slot>
 struct otb_slot;
 
+// Rows a whole number of cache lines and one more apart: rows 2^k doubles apart map to the same
+// L1 sets, and the four rows the running sums sweep together would evict each other.
 struct token_sums {
-    index_type rows = 0, cols = 0;
+    index_type rows = 0, cols = 0, stride = 0;
     double *G = nullptr, *W = nullptr, *m = nullptr;
     std::vector<index_type> lengths;
 
-    std::size_t size() const { return static_cast<std::size_t>(rows * cols); }
+    std::size_t size() const { return static_cast<std::size_t>(rows * stride); }
 
-    std::size_t at(index_type i, index_type t) const { return static_cast<std::size_t>(i * cols + t); }
+    std::size_t at(index_type i, index_type t) const { return static_cast<std::size_t>(i * stride + t); }
 };
 
 // G, W and m of every row. The per-token weights w = (1 − 2π + Σπ²)·ρ² are taken in batches of
@@ -47,6 +49,7 @@ token_sums otb_sums(matrix_view<const T> rewards, matrix_view<const T> mask, mat
     token_sums s;
     s.rows = mask.rows;
     s.cols = mask.cols;
+    s.stride = (s.cols + 7) / 8 * 8 + 8;
     const index_type cols = s.cols;
     s.G = core::workspace<double, otb_slot<0>>(s.size());
     s.W = core::workspace<double, otb_slot<1>>(s.size());
@@ -58,17 +61,21 @@ token_sums otb_sums(matrix_view<const T> rewards, matrix_view<const T> mask, mat
         double* m = s.m + s.at(i, 0);
         double* w = s.W + s.at(i, 0);
         double* g = s.G + s.at(i, 0);
-        index_type length = 0;
+        double valid_count = 0;
         for (index_type t = 0; t < cols; ++t) {
-            const bool valid = is_valid(mk[t]);
-            m[t] = valid ? 1.0 : 0.0;
-            length += valid ? 1 : 0;
-            // Masked positions are not read for their values: selected to 0 before exp.
-            log_p[t] = valid ? static_cast<double>(core::to_compute(lp[t])) : 0.0;
-            w[t] = valid ? static_cast<double>(core::to_compute(sp[t])) : 0.0;
-            g[t] = valid ? static_cast<double>(core::to_compute(r[t])) : 0.0;
+            // Loaded whatever the mask, then selected: a masked value never reaches exp or a sum,
+            // and the loop has no branch (so it runs in batches).
+            const double valid = is_valid(mk[t]) ? 1.0 : 0.0;
+            const auto l = static_cast<double>(core::to_compute(lp[t]));
+            const auto q = static_cast<double>(core::to_compute(sp[t]));
+            const auto x = static_cast<double>(core::to_compute(r[t]));
+            m[t] = valid;
+            valid_count += valid;
+            log_p[t] = valid != 0 ? l : 0.0;
+            w[t] = valid != 0 ? q : 0.0;
+            g[t] = valid != 0 ? x : 0.0;
         }
-        s.lengths[static_cast<std::size_t>(i)] = length;
+        s.lengths[static_cast<std::size_t>(i)] = static_cast<index_type>(valid_count);
         for (index_type j = 0; j < cols; j += lanes) {
             const index_type count = std::min(lanes, cols - j);
             const batch pi = core::exp(core::load(log_p + j, count));
@@ -77,26 +84,37 @@ token_sums otb_sums(matrix_view<const T> rewards, matrix_view<const T> mask, mat
         if (!importance_weights.empty()) {
             const T* rho = importance_weights.row(i);
             for (index_type t = 0; t < cols; ++t) {
-                const double value = m[t] != 0 ? static_cast<double>(core::to_compute(rho[t])) : 0.0;
+                const auto loaded = static_cast<double>(core::to_compute(rho[t]));
+                const double value = m[t] != 0 ? loaded : 0.0;
                 w[t] *= value * value;
             }
         }
     }
-    constexpr index_type block = 4;
-    for (index_type first = 0; first < s.rows; first += block) {
-        const index_type rows = std::min(block, s.rows - first);
-        double to_go[block] = {}, cumulative[block] = {};
+    // G backwards and W forwards for `rows` rows from `first`: each chain adds in token order and
+    // passes a masked position by (a select, never an added 0).
+    const auto running_sums = [&s, cols](index_type first, auto rows) {
+        constexpr index_type k_rows = decltype(rows)::value;
+        double to_go[k_rows] = {}, cumulative[k_rows] = {};
+        double *G[k_rows], *W[k_rows];
+        const double* m[k_rows];
+        for (index_type k = 0; k < k_rows; ++k) {
+            G[k] = s.G + s.at(first + k, 0);
+            W[k] = s.W + s.at(first + k, 0);
+            m[k] = s.m + s.at(first + k, 0);
+        }
         for (index_type t = 0; t < cols; ++t) {
             const index_type back = cols - 1 - t;
-            for (index_type k = 0; k < rows; ++k) {
-                const std::size_t forward = s.at(first + k, t), backward = s.at(first + k, back);
-                if (s.m[backward] != 0) to_go[k] += s.G[backward];
-                s.G[backward] = to_go[k];
-                if (s.m[forward] != 0) cumulative[k] += s.W[forward];
-                s.W[forward] = cumulative[k];
+            for (index_type k = 0; k < k_rows; ++k) {
+                to_go[k] = m[k][back] != 0 ? to_go[k] + G[k][back] : to_go[k];
+                G[k][back] = to_go[k];
+                cumulative[k] = m[k][t] != 0 ? cumulative[k] + W[k][t] : cumulative[k];
+                W[k][t] = cumulative[k];
             }
         }
-    }
+    };
+    index_type first = 0;
+    for (; first + 4 <= s.rows; first += 4) running_sums(first, std::integral_constant<index_type, 4>{});
+    for (; first < s.rows; ++first) running_sums(first, std::integral_constant<index_type, 1>{});
     return s;
 }
 
