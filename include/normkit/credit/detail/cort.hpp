@@ -4,6 +4,7 @@
 // batches over the row, with masked tokens selected out, never multiplied away.
 #pragma once
 
+#include "../../core/convert.hpp"
 #include "../../core/math.hpp"
 #include "../../core/simd.hpp"
 #include "../token_data.hpp"
@@ -152,63 +153,74 @@ index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const 
                   "ramp_end ", options.ramp_end, " must not precede ramp_start ", options.ramp_start, " (step ",
                   options.step, ")");
     const double ramp = smoothstep_ramp(options.step, options.ramp_start, options.ramp_end);
+    // Rows are swept in batches of doubles (core/convert.hpp's converting loads and stores, the
+    // row's last width<double> − 1 tokens one by one): the loops' selects are what the compiler
+    // will not make of branches on the mask. A token is valid where !(m == 0), as is_valid says
+    // (xsimd's != is the ordered compare, false for a NaN mask value).
+    const index_type cols = mask.cols;
+    const index_type full = cols - cols % cort_lanes;
+    const cort_batch zero(0.0), one(1.0);
+    const auto contrast_of = [](const T* r, const T* f, index_type t) {
+        return static_cast<double>(core::to_compute(r[t])) - static_cast<double>(core::to_compute(f[t]));
+    };
     // A NaN contrast is bad input; checked before anything is written (it was found row by row,
     // after the rows before it had been written).
     for (index_type i = 0; i < mask.rows; ++i) {
         const T *r = log_prob_rubric.row(i), *f = log_prob_free.row(i), *m = mask.row(i);
-        int bad = 0;
-        for (index_type t = 0; t < mask.cols; ++t) {
-            const double c = static_cast<double>(core::to_compute(r[t])) - static_cast<double>(core::to_compute(f[t]));
-            bad |= static_cast<int>(is_valid(m[t])) & static_cast<int>(c != c);
+        auto bad = zero != zero;
+        for (index_type t = 0; t < full; t += cort_lanes) {
+            const cort_batch c = core::load_as_double(r + t) - core::load_as_double(f + t);
+            bad = bad | (!(core::load_as_double(m + t) == zero) & xsimd::isnan(c));
         }
-        if (!bad) continue;
-        for (index_type t = 0; t < mask.cols; ++t)
-            core::require(!is_valid(m[t]) || !std::isnan(static_cast<double>(core::to_compute(r[t])) -
-                                                         static_cast<double>(core::to_compute(f[t]))),
+        bool any = xsimd::any(bad);
+        for (index_type t = full; t < cols; ++t) any = any || (is_valid(m[t]) && std::isnan(contrast_of(r, f, t)));
+        if (!any) continue;
+        for (index_type t = 0; t < cols; ++t)
+            core::require(!is_valid(m[t]) || !std::isnan(contrast_of(r, f, t)),
                           "the contrast log_prob_rubric - log_prob_free is NaN at valid token (", i, ", ", t, ")");
     }
     index_type max_rounds = 0;
-    const index_type cols = mask.cols;
     cort_row row(cols);
-    std::vector<double> contrast(static_cast<std::size_t>(cols));
+    double* w = row.w.data();
+    double* valid = row.valid.data();
     for (index_type i = 0; i < mask.rows; ++i) {
         const T *r = log_prob_rubric.row(i), *f = log_prob_free.row(i), *m = mask.row(i);
-        double n = 0;
-        for (index_type t = 0; t < cols; ++t) {
-            const bool valid = is_valid(m[t]);
-            // Masked tokens are never read for their values: selected to 0, never subtracted.
-            const double c = static_cast<double>(core::to_compute(r[t])) - static_cast<double>(core::to_compute(f[t]));
-            contrast[static_cast<std::size_t>(t)] = valid ? c : 0.0;
-            row.valid[static_cast<std::size_t>(t)] = valid ? 1.0 : 0.0;
-            n += valid ? 1.0 : 0.0;
+        // The mapped weight of each valid token, 0 elsewhere; masked tokens are selected out
+        // before the mapping, never mapped and multiplied away.
+        cort_batch count(0.0);
+        for (index_type t = 0; t < full; t += cort_lanes) {
+            const auto in = !(core::load_as_double(m + t) == zero);
+            const cort_batch c = xsimd::select(in, core::load_as_double(r + t) - core::load_as_double(f + t), zero);
+            core::store_from_double(valid + t, xsimd::select(in, one, zero));
+            core::store_from_double(w + t, xsimd::select(in, cort_map(c, options), zero));
+            count += xsimd::select(in, one, zero);
+        }
+        double n = core::horizontal_sum(count);
+        for (index_type t = full; t < cols; ++t) {
+            const bool in = is_valid(m[t]);
+            valid[t] = in ? 1.0 : 0.0;
+            w[t] = in ? cort_map(contrast_of(r, f, t), options) : 0.0;
+            n += valid[t];
         }
         row.n = n;
-        for (index_type j = 0; j < cols; j += cort_lanes) {
-            const index_type count = std::min(cort_lanes, cols - j);
-            const auto in = core::load(row.valid.data() + j, count) != cort_batch(0.0);
-            core::store(row.w.data() + j,
-                        xsimd::select(in, cort_map(core::load(contrast.data() + j, count), options), cort_batch(0.0)),
-                        count);
-        }
         if (options.normalize) max_rounds = std::max(max_rounds, cort_normalize(row, low, high));
         const double advantage = token_advantages.empty() ? 0.0 : static_cast<double>(core::to_compute(advantages[i]));
-        const double* w = row.w.data();
-        const double* valid = row.valid.data();
-        if (!weights.empty()) {
-            T* out = weights.row(i);
-            for (index_type t = 0; t < cols; ++t) {
-                const double effective = 1.0 + ramp * (w[t] - 1.0);
-                out[t] = core::from_compute<T>(static_cast<core::compute_t<T>>(valid[t] != 0 ? effective : 0.0));
+        // w_eff = 1 + S·(w − 1) on valid tokens, 0 elsewhere; A_{i,t} = w_eff·A_i.
+        const auto write = [&](T* out, double factor) {
+            const cort_batch ramp_batch(ramp), factor_batch(factor);
+            for (index_type t = 0; t < full; t += cort_lanes) {
+                const cort_batch effective = one + ramp_batch * (core::load_as_double(w + t) - one);
+                const auto in = core::load_as_double(valid + t) != zero;
+                core::store_from_double(out + t, xsimd::select(in, effective * factor_batch, zero));
             }
-        }
-        if (!token_advantages.empty()) {
-            T* out = token_advantages.row(i);
-            for (index_type t = 0; t < cols; ++t) {
+            for (index_type t = full; t < cols; ++t) {
                 const double effective = 1.0 + ramp * (w[t] - 1.0);
                 out[t] =
-                    core::from_compute<T>(static_cast<core::compute_t<T>>(valid[t] != 0 ? effective * advantage : 0.0));
+                    core::from_compute<T>(static_cast<core::compute_t<T>>(valid[t] != 0 ? effective * factor : 0.0));
             }
-        }
+        };
+        if (!weights.empty()) write(weights.row(i), 1.0);
+        if (!token_advantages.empty()) write(token_advantages.row(i), advantage);
     }
     return max_rounds;
 }
