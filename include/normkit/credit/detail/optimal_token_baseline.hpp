@@ -2,6 +2,7 @@
 // W and m, then the baseline over full or packed (compact) positions.
 #pragma once
 
+#include "../../core/convert.hpp"
 #include "../../core/math.hpp"
 #include "../../core/simd.hpp"
 #include "../../core/parallel.hpp"
@@ -55,32 +56,36 @@ token_sums otb_sums(matrix_view<const T> rewards, matrix_view<const T> mask, mat
     s.W = core::workspace<double, otb_slot<1>>(s.size());
     s.m = core::workspace<double, otb_slot<2>>(s.size());
     s.lengths.assign(static_cast<std::size_t>(s.rows), 0);
-    double* log_p = core::workspace<double, otb_slot<3>>(static_cast<std::size_t>(cols));
     for (index_type i = 0; i < s.rows; ++i) {
         const T *lp = old_log_prob.row(i), *sp = sum_probability_squared.row(i), *mk = mask.row(i), *r = rewards.row(i);
         double* m = s.m + s.at(i, 0);
         double* w = s.W + s.at(i, 0);
         double* g = s.G + s.at(i, 0);
-        double valid_count = 0;
-        for (index_type t = 0; t < cols; ++t) {
-            // Loaded whatever the mask, then selected: a masked value never reaches exp or a sum,
-            // and the loop has no branch (so it runs in batches).
-            const double valid = is_valid(mk[t]) ? 1.0 : 0.0;
-            const auto l = static_cast<double>(core::to_compute(lp[t]));
-            const auto q = static_cast<double>(core::to_compute(sp[t]));
-            const auto x = static_cast<double>(core::to_compute(r[t]));
-            m[t] = valid;
-            valid_count += valid;
-            log_p[t] = valid != 0 ? l : 0.0;
-            w[t] = valid != 0 ? q : 0.0;
-            g[t] = valid != 0 ? x : 0.0;
+        // In batches of doubles (core/convert.hpp), the last width<double> − 1 tokens one by one:
+        // m, and w = 1 − 2π + Σπ² and r with masked tokens selected to 0 before exp, so no masked
+        // value reaches exp or a sum.
+        const index_type full = cols - cols % lanes;
+        const batch zero(0.0), one(1.0), two(2.0);
+        batch count(0.0);
+        for (index_type t = 0; t < full; t += lanes) {
+            const auto valid = !(core::load_as_double(mk + t) == zero);
+            const batch pi = core::exp(xsimd::select(valid, core::load_as_double(lp + t), zero));
+            core::store_from_double(m + t, xsimd::select(valid, one, zero));
+            core::store_from_double(w + t, one - two * pi + xsimd::select(valid, core::load_as_double(sp + t), zero));
+            core::store_from_double(g + t, xsimd::select(valid, core::load_as_double(r + t), zero));
+            count += xsimd::select(valid, one, zero);
+        }
+        double valid_count = core::horizontal_sum(count);
+        for (index_type t = full; t < cols; ++t) {
+            const bool valid = is_valid(mk[t]);
+            m[t] = valid ? 1.0 : 0.0;
+            valid_count += m[t];
+            w[t] = valid ? 1.0 - 2.0 * std::exp(static_cast<double>(core::to_compute(lp[t]))) +
+                               static_cast<double>(core::to_compute(sp[t]))
+                         : 0.0;
+            g[t] = valid ? static_cast<double>(core::to_compute(r[t])) : 0.0;
         }
         s.lengths[static_cast<std::size_t>(i)] = static_cast<index_type>(valid_count);
-        for (index_type j = 0; j < cols; j += lanes) {
-            const index_type count = std::min(lanes, cols - j);
-            const batch pi = core::exp(core::load(log_p + j, count));
-            core::store(w + j, batch(1.0) - batch(2.0) * pi + core::load(w + j, count), count);
-        }
         if (!importance_weights.empty()) {
             const T* rho = importance_weights.row(i);
             for (index_type t = 0; t < cols; ++t) {
