@@ -85,19 +85,20 @@ TEMPLATE_TEST_CASE("turn kernels over tails and partial row blocks match the ref
                 options.immediate_scope = scope;
                 options.gamma = 0.8;
                 credit::mapo_advantages(table.view, count, normkit::group_ids(joined), out.view, options);
-                CHECK(relative_error(out.values(), dense_of(reference::mapo(turns, ids, 0.5, 0.8, 1e-8,
-                                                                            scope == credit::normalization_scope::batch),
-                                                            cols)) < tolerance_of<T>() * 4);
+                CHECK(
+                    relative_error(out.values(), dense_of(reference::mapo(turns, ids, 0.5, 0.8, 1e-8,
+                                                                          scope == credit::normalization_scope::batch),
+                                                          cols)) < tolerance_of<T>() * 4);
                 CHECK(out.padding_untouched());
             }
             for (auto scope : {credit::gtpo_scope::all_turns, credit::gtpo_scope::turn_index}) {
                 credit::gtpo_options options;
                 options.scope = scope;
                 credit::gtpo_advantages(table.view, count, normkit::group_ids(joined), out.view, options);
-                CHECK(relative_error(out.values(), dense_of(reference::gtpo(turns, ids, 0.9,
-                                                                            scope == credit::gtpo_scope::turn_index, 1,
-                                                                            1e-6),
-                                                            cols)) < tolerance_of<T>() * 4);
+                CHECK(relative_error(
+                          out.values(),
+                          dense_of(reference::gtpo(turns, ids, 0.9, scope == credit::gtpo_scope::turn_index, 1, 1e-6),
+                                   cols)) < tolerance_of<T>() * 4);
             }
             const auto outcome = stored<T>(random_values(rows, seed++));
             credit::a2tgpo_advantages(table.view, count, normkit::group_ids(joined), to_storage<T>(outcome), out.view,
@@ -135,9 +136,9 @@ TEMPLATE_TEST_CASE("cort_weights over tails matches the reference", "[credit][co
             options.max_weight = 2.5;
             credit::cort_weights(rubric.view, free.view, mask.view, to_storage<T>(advantage_values), weights.view,
                                  token_advantages.view, options);
-            const auto expected = reference::cort_weights(rubric.values(), free.values(), mask_values, rows, cols,
-                                                          static_cast<reference::mapping>(mapping), 1.0, 0.4, 2.5,
-                                                          true, 1.0);
+            const auto expected =
+                reference::cort_weights(rubric.values(), free.values(), mask_values, rows, cols,
+                                        static_cast<reference::mapping>(mapping), 1.0, 0.4, 2.5, true, 1.0);
             CHECK(relative_error(weights.values(), expected) < tolerance_of<T>() * 4);
             CHECK(weights.padding_untouched());
             CHECK(token_advantages.padding_untouched());
@@ -183,12 +184,10 @@ TEMPLATE_TEST_CASE("optimal_token_baseline over tails and partial row blocks mat
                 options.compact = compact;
                 credit::optimal_token_baseline(r.view, m.view, normkit::group_ids(group_ids), lp.view, s.view,
                                                weights.view, advantages.view, returns.view, options);
-                const auto expected =
-                    reference::optimal_token_baseline(clean_r.values(), mask_values, clean_lp.values(),
-                                                      clean_s.values(), clean_w.values(), ids, rows, cols, true,
-                                                      compact, options.eps);
-                CHECK(relative_error(advantages.values(), expected, 1.0) <
-                      (std::is_same_v<T, double> ? 1e-11 : 1e-5));
+                const auto expected = reference::optimal_token_baseline(
+                    clean_r.values(), mask_values, clean_lp.values(), clean_s.values(), clean_w.values(), ids, rows,
+                    cols, true, compact, options.eps);
+                CHECK(relative_error(advantages.values(), expected, 1.0) < (std::is_same_v<T, double> ? 1e-11 : 1e-5));
                 CHECK(advantages.padding_untouched());
                 CHECK(returns.padding_untouched());
                 for (std::size_t k = 0; k < mask_values.size(); ++k)
@@ -196,8 +195,8 @@ TEMPLATE_TEST_CASE("optimal_token_baseline over tails and partial row blocks mat
             }
 }
 
-TEMPLATE_TEST_CASE("generalized_advantage_estimation: rows in blocks give each row's bits alone", "[credit][gae][tails]",
-                   float, double) {
+TEMPLATE_TEST_CASE("generalized_advantage_estimation: rows in blocks give each row's bits alone",
+                   "[credit][gae][tails]", float, double) {
     using T = TestType;
     std::uint32_t seed = 1100;
     for (auto rule : {return_mask_rule::carry, return_mask_rule::discount_through})
