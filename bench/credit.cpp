@@ -1,6 +1,6 @@
 // Token credit: the fused logits statistics on T = 512, V = 152064 (fp32 and
 // bf16) against their limit and libtorch, and the token kernels (OTB, CoRT,
-// turns, returns) on [64 × 4096].
+// turns, returns, spans) on [64 × 4096], each with its yardstick (bench/yardstick.hpp).
 //
 // Logits cases report the logits' bytes (T·V·sizeof), so every figure of one
 // operation/shape is elements per second times the element size:
@@ -19,6 +19,7 @@
 #include <normkit/credit/logits_statistics.hpp>
 #include <normkit/credit/optimal_token_baseline.hpp>
 #include <normkit/credit/returns.hpp>
+#include <normkit/credit/spans.hpp>
 #include <normkit/credit/turns.hpp>
 
 #ifdef NORMKIT_HAVE_TORCH
@@ -171,6 +172,11 @@ void register_token_kernels() {
         credit::optimal_token_baseline(v(*rewards), v(*mask), group_ids(*ids), v(*log_p), v(*squares), {}, v(*out));
         benchmark::DoNotOptimize(out->data());
     });
+    register_case("optimal_token_baseline", shape, "yardstick", 5 * matrix_bytes, [=] {
+        bench::yardstick::optimal_token_baseline(rewards->data(), mask->data(), log_p->data(), squares->data(),
+                                                 out->data(), rows, cols, 8, false);
+        benchmark::DoNotOptimize(out->data());
+    });
     bench::register_memcpy("optimal_token_baseline", shape, 5 * matrix_bytes);
     credit::optimal_token_baseline_options tir;
     tir.compact = true;
@@ -179,10 +185,20 @@ void register_token_kernels() {
                                        tir);
         benchmark::DoNotOptimize(out->data());
     });
+    register_case("optimal_token_baseline_tir", shape, "yardstick", 5 * matrix_bytes, [=] {
+        bench::yardstick::optimal_token_baseline(rewards->data(), mask->data(), log_p->data(), squares->data(),
+                                                 out->data(), rows, cols, 8, true);
+        benchmark::DoNotOptimize(out->data());
+    });
     bench::register_memcpy("optimal_token_baseline_tir", shape, 5 * matrix_bytes);
     register_case("cort_weights", shape, "normkit", 5 * matrix_bytes, [=] {
         credit::cort_weights(v(*log_p), v(*other_log_p), v(*mask), vector_view<const float>(*advantages), v(*out),
                              v(*out2));
+        benchmark::DoNotOptimize(out->data());
+    });
+    register_case("cort_weights", shape, "yardstick", 5 * matrix_bytes, [=] {
+        bench::yardstick::cort_weights(log_p->data(), other_log_p->data(), mask->data(), advantages->data(),
+                                       out->data(), out2->data(), rows, cols);
         benchmark::DoNotOptimize(out->data());
     });
     bench::register_memcpy("cort_weights", shape, 5 * matrix_bytes);
@@ -191,9 +207,18 @@ void register_token_kernels() {
                                   v(*out), v(*out2));
         benchmark::DoNotOptimize(out->data());
     });
+    register_case("a2tgpo_advantages", shape, "yardstick", 3 * matrix_bytes, [=] {
+        bench::yardstick::a2tgpo_advantages(values->data(), turn_count->data(), advantages->data(), out->data(),
+                                            out2->data(), rows, cols, 8);
+        benchmark::DoNotOptimize(out->data());
+    });
     bench::register_memcpy("a2tgpo_advantages", shape, 3 * matrix_bytes);
     register_case("mapo_advantages", shape, "normkit", 2 * matrix_bytes, [=] {
         credit::mapo_advantages(v(*rewards), *turn_count, group_ids(*ids), v(*out));
+        benchmark::DoNotOptimize(out->data());
+    });
+    register_case("mapo_advantages", shape, "yardstick", 2 * matrix_bytes, [=] {
+        bench::yardstick::mapo_advantages(rewards->data(), turn_count->data(), out->data(), rows, cols, 8);
         benchmark::DoNotOptimize(out->data());
     });
     bench::register_memcpy("mapo_advantages", shape, 2 * matrix_bytes);
@@ -201,12 +226,42 @@ void register_token_kernels() {
         credit::gtpo_advantages(v(*rewards), *turn_count, group_ids(*ids), v(*out));
         benchmark::DoNotOptimize(out->data());
     });
+    register_case("gtpo_advantages", shape, "yardstick", 2 * matrix_bytes, [=] {
+        bench::yardstick::gtpo_advantages(rewards->data(), turn_count->data(), out->data(), rows, cols, 8);
+        benchmark::DoNotOptimize(out->data());
+    });
     bench::register_memcpy("gtpo_advantages", shape, 2 * matrix_bytes);
     register_case("generalized_advantage_estimation", shape, "normkit", 5 * matrix_bytes, [=] {
         credit::generalized_advantage_estimation(v(*rewards), v(*values), v(*mask), v(*out), v(*out2), {0.99, 0.95});
         benchmark::DoNotOptimize(out->data());
     });
+    register_case("generalized_advantage_estimation", shape, "yardstick", 5 * matrix_bytes, [=] {
+        bench::yardstick::generalized_advantage_estimation(rewards->data(), values->data(), mask->data(), out->data(),
+                                                           out2->data(), rows, cols, 0.99, 0.95);
+        benchmark::DoNotOptimize(out->data());
+    });
     bench::register_memcpy("generalized_advantage_estimation", shape, 5 * matrix_bytes);
+    // Eight spans of 256 tokens per response, one per subproblem position (K = 8).
+    const index_type positions = 8;
+    auto spans = std::make_shared<std::vector<credit::span>>();
+    auto plain_spans = std::make_shared<std::vector<bench::yardstick::token_span>>();
+    for (index_type i = 0; i < rows; ++i)
+        for (index_type j = 0; j < positions; ++j) {
+            spans->push_back({i, 512 * j, 512 * j + 256, j});
+            plain_spans->push_back({i, 512 * j, 512 * j + 256, j});
+        }
+    auto position_values = uniform_floats(static_cast<std::size_t>(rows * positions), 17, -1.0f, 1.0f);
+    register_case("span_advantages", shape, "normkit", 2 * matrix_bytes, [=] {
+        credit::span_advantages(vector_view<const credit::span>(*spans), view(position_values->data(), rows, positions),
+                                v(*mask), {}, v(*out));
+        benchmark::DoNotOptimize(out->data());
+    });
+    register_case("span_advantages", shape, "yardstick", 2 * matrix_bytes, [=] {
+        bench::yardstick::span_advantages(plain_spans->data(), static_cast<index_type>(plain_spans->size()),
+                                          position_values->data(), positions, mask->data(), out->data(), rows, cols);
+        benchmark::DoNotOptimize(out->data());
+    });
+    bench::register_memcpy("span_advantages", shape, 2 * matrix_bytes);
 }
 
 const bool registered = [] {

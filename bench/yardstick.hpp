@@ -319,6 +319,264 @@ inline void ragged_groups(const float* r, const std::int64_t* ids, float* a, ind
     }
 }
 
+// Per-turn tables [rows × cols] (row i has n[i] turns), groups of `size` consecutive rows, as a
+// user would (the scratch tables of these and of the token kernels below are static vectors kept
+// across calls, as a training loop keeps its buffers): in double, each discounted sum a backward loop over its row, each standardized set
+// (a group's turn index t, or all of a group's turns) a loop for the mean, one for the centred
+// spread, one for the z-scores; z = 0 for a set of one or of equal values.
+struct turn_set_stats {
+    double mean = 0, scale = 1;
+    bool degenerate = true;
+};
+
+template <class Visit>
+inline turn_set_stats turn_stats(Visit&& visit, int ddof, double eps) {
+    double count = 0, total = 0, first = 0;
+    bool spread = false;
+    visit([&](double x) {
+        if (count == 0) first = x;
+        spread = spread || x != first;
+        count += 1;
+        total += x;
+    });
+    turn_set_stats s;
+    if (count == 0) return s;
+    s.mean = total / count;
+    double squares = 0;
+    visit([&](double x) { squares += (x - s.mean) * (x - s.mean); });
+    s.degenerate = count < 2 || !spread;
+    s.scale = (count > ddof ? std::sqrt(squares / (count - ddof)) : 0.0) + eps;
+    return s;
+}
+
+inline double turn_z(double x, const turn_set_stats& s) { return s.degenerate ? 0.0 : (x - s.mean) / s.scale; }
+
+inline void turn_returns(const float* r, double* G, const index_type* n, index_type rows, index_type cols,
+                         double gamma) {
+    for (index_type i = 0; i < rows; ++i) {
+        double running = 0;
+        for (index_type t = n[i] - 1; t >= 0; --t) G[i * cols + t] = running = r[i * cols + t] + gamma * running;
+    }
+}
+
+// z-scores of x per (group, turn index), column by column.
+inline void per_turn_z(const double* x, double* z, const index_type* n, index_type rows, index_type cols,
+                       index_type size, int ddof, double eps) {
+    for (index_type g = 0; g < rows; g += size)
+        for (index_type t = 0; t < cols; ++t) {
+            const auto each = [&](auto&& f) {
+                for (index_type i = g; i < g + size; ++i)
+                    if (t < n[i]) f(x[i * cols + t]);
+            };
+            const turn_set_stats s = turn_stats(each, ddof, eps);
+            for (index_type i = g; i < g + size; ++i)
+                if (t < n[i]) z[i * cols + t] = turn_z(x[i * cols + t], s);
+        }
+}
+
+// z-scores of x per group over all its turns.
+inline void per_group_z(const double* x, double* z, const index_type* n, index_type rows, index_type cols,
+                        index_type size, int ddof, double eps) {
+    for (index_type g = 0; g < rows; g += size) {
+        const auto each = [&](auto&& f) {
+            for (index_type i = g; i < g + size; ++i)
+                for (index_type t = 0; t < n[i]; ++t) f(x[i * cols + t]);
+        };
+        const turn_set_stats s = turn_stats(each, ddof, eps);
+        for (index_type i = g; i < g + size; ++i)
+            for (index_type t = 0; t < n[i]; ++t) z[i * cols + t] = turn_z(x[i * cols + t], s);
+    }
+}
+
+// MAPO: α·z_turn(G) + (1 − α)·z_group(r), γ = 1, ε = 1e-8, ddof 0; padding 0.
+inline void mapo_advantages(const float* r, const index_type* n, float* out, index_type rows, index_type cols,
+                            index_type size) {
+    const auto count = static_cast<std::size_t>(rows * cols);
+    static std::vector<double> G, x, a, b;
+    for (auto* v : {&G, &x, &a, &b}) v->resize(count);
+    for (std::size_t k = 0; k < count; ++k) x[k] = r[k];
+    turn_returns(r, G.data(), n, rows, cols, 1.0);
+    per_turn_z(G.data(), a.data(), n, rows, cols, size, 0, 1e-8);
+    per_group_z(x.data(), b.data(), n, rows, cols, size, 0, 1e-8);
+    for (index_type i = 0; i < rows; ++i)
+        for (index_type t = 0; t < cols; ++t)
+            out[i * cols + t] = t < n[i] ? static_cast<float>(0.5 * a[i * cols + t] + 0.5 * b[i * cols + t]) : 0.0f;
+}
+
+// GTPO (all turns): z_group(G), γ = 0.9, ddof 1, ε = 1e-6; padding 0.
+inline void gtpo_advantages(const float* r, const index_type* n, float* out, index_type rows, index_type cols,
+                            index_type size) {
+    const auto count = static_cast<std::size_t>(rows * cols);
+    static std::vector<double> G, z;
+    for (auto* v : {&G, &z}) v->resize(count);
+    turn_returns(r, G.data(), n, rows, cols, 0.9);
+    per_group_z(G.data(), z.data(), n, rows, cols, size, 1, 1e-6);
+    for (index_type i = 0; i < rows; ++i)
+        for (index_type t = 0; t < cols; ++t) out[i * cols + t] = t < n[i] ? static_cast<float>(z[i * cols + t]) : 0.0f;
+}
+
+// A²TGPO: ĨG = z_turn(IG) (ddof 0, ε = 1e-6), D = discounted sum (γ = 1) of ĨG,
+// A = outcome + 0.3·D/√(n − t), A_n = outcome, c = 1 + 0.3·(2σ(ĨG) − 1); padding A = 0, c = 1.
+inline void a2tgpo_advantages(const float* ig, const index_type* n, const float* outcome, float* A, float* c,
+                              index_type rows, index_type cols, index_type size) {
+    const auto count = static_cast<std::size_t>(rows * cols);
+    static std::vector<double> x, z, D;
+    for (auto* v : {&x, &z, &D}) v->resize(count);
+    for (std::size_t k = 0; k < count; ++k) x[k] = ig[k];
+    per_turn_z(x.data(), z.data(), n, rows, cols, size, 0, 1e-6);
+    for (index_type i = 0; i < rows; ++i) {
+        double running = 0;
+        for (index_type t = n[i] - 1; t >= 0; --t) D[i * cols + t] = running = z[i * cols + t] + running;
+        for (index_type t = 0; t < cols; ++t) {
+            const std::size_t k = static_cast<std::size_t>(i * cols + t);
+            double a = 0, clip = 1;
+            if (t < n[i]) {
+                a = outcome[i] + 0.3 * D[k] / std::sqrt(static_cast<double>(n[i] - t));
+                clip = 1.0 + 0.3 * (2.0 / (1.0 + std::exp(-z[k])) - 1.0);
+            } else if (t == n[i]) {
+                a = outcome[i];
+            }
+            A[k] = static_cast<float>(a);
+            c[k] = static_cast<float>(clip);
+        }
+    }
+}
+
+// CoRT with the defaults (clipped exp, τ = 1, [0.5, 2], mean-1 normalization, no ramp): per row the
+// valid tokens' mapped contrasts, the clip-and-renormalize rounds over them, and the writes.
+inline void cort_weights(const float* rubric, const float* free_lp, const float* mask, const float* advantages,
+                         float* weights, float* token_advantages, index_type rows, index_type cols) {
+    const double low = 0.5, high = 2.0;
+    static std::vector<double> w;
+    static std::vector<index_type> where;
+    static std::vector<char> pinned;
+    for (index_type i = 0; i < rows; ++i) {
+        w.clear();
+        where.clear();
+        for (index_type t = 0; t < cols; ++t)
+            if (mask[i * cols + t] != 0) {
+                const double c = static_cast<double>(rubric[i * cols + t]) - free_lp[i * cols + t];
+                w.push_back(std::min(std::max(std::exp(c), low), high));
+                where.push_back(t);
+            }
+        const auto n = static_cast<double>(w.size());
+        double total = 0;
+        for (double v : w) total += v;
+        const bool down = total > n;
+        const double bound = down ? low : high;
+        pinned.assign(w.size(), 0);
+        double pinned_mass = 0, free_sum = total;
+        for (bool again = !w.empty(); again;) {
+            const double scale = (n - pinned_mass) / free_sum;
+            double next = 0;
+            again = false;
+            for (std::size_t k = 0; k < w.size(); ++k) {
+                if (pinned[k]) continue;
+                const double v = w[k] * scale;
+                if (down ? v <= bound : v >= bound) {
+                    w[k] = bound;
+                    pinned[k] = 1;
+                    pinned_mass += bound;
+                    again = true;
+                } else {
+                    w[k] = v;
+                    next += v;
+                }
+            }
+            again = again && next > 0;
+            free_sum = next;
+        }
+        for (index_type t = 0; t < cols; ++t) weights[i * cols + t] = token_advantages[i * cols + t] = 0.0f;
+        for (std::size_t k = 0; k < w.size(); ++k) {
+            weights[i * cols + where[k]] = static_cast<float>(w[k]);
+            token_advantages[i * cols + where[k]] = static_cast<float>(w[k] * advantages[i]);
+        }
+    }
+}
+
+// The optimal token baseline, groups of `size` consecutive rows, in double: per row G (backwards) and
+// W (forwards, w = 1 − 2π + Σπ²), then per group and position the baseline over the members valid
+// there; compact: positions are the k-th valid token of each row. No zero tail, ε = 1e-8.
+inline void optimal_token_baseline(const float* r, const float* m, const float* log_p, const float* squares, float* out,
+                                   index_type rows, index_type cols, index_type size, bool compact) {
+    const auto count = static_cast<std::size_t>(rows * cols);
+    static std::vector<double> G, W;
+    static std::vector<index_type> packed, length;
+    G.resize(count);
+    W.resize(count);
+    packed.resize(count);
+    length.resize(static_cast<std::size_t>(rows));
+    for (index_type i = 0; i < rows; ++i) {
+        double to_go = 0, cumulative = 0;
+        for (index_type t = cols - 1; t >= 0; --t) {
+            if (m[i * cols + t] != 0) to_go += r[i * cols + t];
+            G[i * cols + t] = to_go;
+        }
+        index_type n = 0;
+        for (index_type t = 0; t < cols; ++t) {
+            if (m[i * cols + t] != 0) {
+                cumulative += 1.0 - 2.0 * std::exp(static_cast<double>(log_p[i * cols + t])) + squares[i * cols + t];
+                packed[i * cols + n++] = t;
+            }
+            W[i * cols + t] = cumulative;
+        }
+        length[i] = n;
+        for (index_type t = 0; t < cols; ++t) out[i * cols + t] = 0.0f;
+    }
+    for (index_type g = 0; g < rows; g += size)
+        for (index_type k = 0; k < cols; ++k) {
+            double numerator = 0, denominator = 0;
+            for (index_type i = g; i < g + size; ++i) {
+                const index_type t = compact ? (k < length[i] ? packed[i * cols + k] : -1) : k;
+                if (t < 0 || m[i * cols + t] == 0) continue;
+                numerator += G[i * cols + t] * W[i * cols + t];
+                denominator += W[i * cols + t];
+            }
+            const double baseline = numerator / (denominator + 1e-8);
+            for (index_type i = g; i < g + size; ++i) {
+                const index_type t = compact ? (k < length[i] ? packed[i * cols + k] : -1) : k;
+                if (t < 0 || m[i * cols + t] == 0) continue;
+                out[i * cols + t] = static_cast<float>(G[i * cols + t] - baseline);
+            }
+        }
+}
+
+// GAE (carry rule): per row backwards over the valid tokens, δ = r + γ·V_next − V, A = δ + γλ·A_next,
+// R = A + V; masked tokens 0.
+inline void generalized_advantage_estimation(const float* r, const float* v, const float* m, float* A, float* R,
+                                             index_type rows, index_type cols, double gamma, double lambda) {
+    for (index_type i = 0; i < rows; ++i) {
+        double next_value = 0, running = 0;
+        for (index_type t = cols - 1; t >= 0; --t) {
+            const index_type k = i * cols + t;
+            if (m[k] == 0) {
+                A[k] = R[k] = 0.0f;
+                continue;
+            }
+            running = r[k] + gamma * next_value - v[k] + gamma * lambda * running;
+            next_value = v[k];
+            A[k] = static_cast<float>(running);
+            R[k] = static_cast<float>(running + v[k]);
+        }
+    }
+}
+
+// SCRL spans: every valid token 0, then each span's valid tokens its position's advantage.
+struct token_span {
+    index_type sample, start, end, position;
+};
+
+inline void span_advantages(const token_span* spans, index_type count, const float* position_advantages,
+                            index_type positions, const float* m, float* out, index_type rows, index_type cols) {
+    for (index_type k = 0; k < rows * cols; ++k) out[k] = 0.0f;
+    for (index_type s = 0; s < count; ++s) {
+        const token_span& b = spans[s];
+        for (index_type t = b.start; t < b.end; ++t)
+            out[b.sample * cols + t] =
+                m[b.sample * cols + t] != 0 ? position_advantages[b.sample * positions + b.position] : 0.0f;
+    }
+}
+
 }  // namespace normkit::bench::yardstick
 
 #if defined(__GNUC__) && !defined(__clang__)

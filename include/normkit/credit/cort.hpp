@@ -60,6 +60,17 @@
 // Memory (checked; an overlap is a normkit::error naming both arguments): every output is
 // disjoint from every input (the group ids included) and from the other outputs; none is
 // written in place.
+//
+// Arithmetic in double. The mapping runs on batches (core::exp, core::tanh: xsimd's double forms,
+// within a few ulp of std::exp and std::tanh), and each round's sums (the free mass that sets the
+// next scale) are taken in the lanes of a batch rather than in token order: the weights agree
+// with the reference's clip(s·u) to a few roundings of double (tested, tests/credit/weights.cpp
+// and tails.cpp), and a token within a rounding of a bound may be pinned one round apart.
+//
+// Speed target (bench/credit.cpp: cort_weights): at least 1.0× the yardstick, the per-token
+// loop of the same rounds (bench/yardstick.hpp). Not held to a fraction of memcpy: the rounds
+// are data-dependent (up to n_i + 1 sweeps of the response, each needing the last one's free
+// mass), and the exp of the mapping costs more than the bytes.
 #pragma once
 
 #include "token_data.hpp"

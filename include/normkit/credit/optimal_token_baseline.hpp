@@ -45,6 +45,15 @@
 // Memory (checked; an overlap is a normkit::error naming both arguments): every output is
 // disjoint from every input (the group ids included) and from the other outputs; none is
 // written in place.
+//
+// Accuracy: π = exp(old_log_prob) in double on batches (core::exp, xsimd's, within a few ulp of
+// std::exp); G and W add in token order and the group sums in member order, as the formulas say.
+//
+// Speed target (bench/credit.cpp: optimal_token_baseline, optimal_token_baseline_tir): at least
+// 1.0× the yardstick of the same passes (bench/yardstick.hpp). Not held to a fraction of memcpy:
+// G and W are running sums along each row (sequential recursions; four rows run together to
+// overlap the chains), and the baseline needs them in double for every position before any
+// advantage can be written. Scratch tables are per-thread workspaces kept across calls.
 #pragma once
 
 #include "token_data.hpp"

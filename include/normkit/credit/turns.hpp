@@ -65,6 +65,20 @@
 // Memory (checked; an overlap is a normkit::error naming both arguments): every output is
 // disjoint from every input (the group ids included) and from the other outputs; none is
 // written in place.
+//
+// Summation order: a (group, turn index) cell's sums run over the group's rows in row order,
+// as the two-pass moments of core/moments.hpp take them; a group's (or the batch's) sums over all
+// its turns take each row in eight interleaved partial sums, so those z-scores (MAPO's group
+// term, GTPO all_turns) differ from a sum in turn order by a few roundings of double, far below
+// the float outputs' spacing (tested against the double reference, tests/credit/tails.cpp).
+// A²TGPO multiplies D_t by 1/√(n − t) from a table (one rounding from the division).
+//
+// Speed target (bench/credit.cpp: a2tgpo_advantages, mapo_advantages, gtpo_advantages): at
+// least 1.0× the yardstick of the same passes (bench/yardstick.hpp). Not held to a fraction of
+// memcpy: G_t waits on G_{t+1} (a sequential recursion along each row; eight rows run together
+// to overlap the chains), and the centred two-pass statistics sweep a double copy of the table
+// several times (cells: two sweeps and the z-scores; groups: two more). Scratch tables are
+// per-thread workspaces kept across calls; nothing is allocated per row, cell or turn.
 #pragma once
 
 #include "token_data.hpp"

@@ -1,7 +1,12 @@
 // The implementation of credit/cort.hpp: the mapping, the clip-and-renormalize
-// rounds and the per-response sweep.
+// rounds and the per-response sweep. A response is taken as a row of doubles (the contrast, and
+// a 0/1 row of its valid tokens), so the mapping, each round and the writes are sweeps of
+// batches over the row, with masked tokens selected out, never multiplied away.
 #pragma once
 
+#include "../../core/convert.hpp"
+#include "../../core/math.hpp"
+#include "../../core/simd.hpp"
 #include "../token_data.hpp"
 
 #include <algorithm>
@@ -9,6 +14,9 @@
 #include <vector>
 
 namespace normkit::credit::detail {
+
+using cort_batch = core::batch<double>;
+inline constexpr index_type cort_lanes = core::width<double>;
 
 inline double cort_map(double contrast, const cort_options& options) {
     const double x = contrast / options.temperature;
@@ -28,42 +36,91 @@ inline double cort_map(double contrast, const cort_options& options) {
     return 1.0;
 }
 
-// Scales w (all within [low, high], 1 ∈ [low, high]) to mean 1 as described above; returns the rounds.
-inline index_type cort_normalize(std::vector<double>& w, double low, double high) {
-    const auto n = static_cast<index_type>(w.size());
-    if (n == 0) return 0;
-    const auto [smallest, largest] = std::minmax_element(w.begin(), w.end());
-    if (*smallest == *largest) {
-        std::fill(w.begin(), w.end(), 1.0);
+// cort_map on a batch of contrasts (no NaN: checked before; ±inf maps to the bound it points at).
+inline cort_batch cort_map(const cort_batch& contrast, const cort_options& options) {
+    const cort_batch x = contrast / cort_batch(options.temperature);
+    const cort_batch low(options.min_weight), high(options.max_weight);
+    const auto clamp = [&](const cort_batch& v) { return core::minimum(core::maximum(v, low), high); };
+    switch (options.mapping) {
+        case cort_mapping::clipped_exp:
+            return clamp(core::exp(x));
+        case cort_mapping::scaled_sigmoid: {
+            // e^{−|x|} ≤ 1 never overflows: σ = 1/(1 + e^{−x}) for x ≥ 0, e^x/(1 + e^x) below.
+            const cort_batch e = core::exp(-xsimd::abs(x));
+            const cort_batch sigmoid = xsimd::select(x >= cort_batch(0.0), cort_batch(1.0), e) / (cort_batch(1.0) + e);
+            return clamp(low + (high - low) * sigmoid);
+        }
+        case cort_mapping::tanh: {
+            const cort_batch t = core::tanh(x);
+            const cort_batch reach = xsimd::select(t >= cort_batch(0.0), high - cort_batch(1.0), cort_batch(1.0) - low);
+            return clamp(cort_batch(1.0) + reach * t);
+        }
+    }
+    return cort_batch(1.0);
+}
+
+// One response as rows of doubles: w (the weights, 0 on masked tokens), valid and free (1 on the
+// valid, and on the valid not yet pinned, tokens; 0 elsewhere), n valid tokens.
+struct cort_row {
+    std::vector<double> w, valid, free;
+    index_type cols = 0;
+    double n = 0;
+
+    explicit cort_row(index_type cols_)
+        : w(static_cast<std::size_t>(cols_)), valid(w.size()), free(w.size()), cols(cols_) {}
+};
+
+// Scales the weights of a row (all within [low, high], 1 ∈ [low, high]) to mean 1 as described in
+// credit/cort.hpp; returns the rounds. Each round is one sweep of batches: the sums of a round
+// (the free mass that sets the next scale) are taken in the lanes of a batch, so their bits
+// differ from a sum in token order by roundings of the order of 2⁻⁵² relative.
+inline index_type cort_normalize(cort_row& row, double low, double high) {
+    if (row.n == 0) return 0;
+    const index_type cols = row.cols;
+    double* w = row.w.data();
+    const double* valid = row.valid.data();
+    double* free = row.free.data();
+    cort_batch smallest(INFINITY), largest(-INFINITY), total(0.0);
+    for (index_type j = 0; j < cols; j += cort_lanes) {
+        const index_type count = std::min(cort_lanes, cols - j);
+        const cort_batch v = core::load(w + j, count);
+        const auto in = core::load(valid + j, count) != cort_batch(0.0);
+        smallest = core::minimum(smallest, xsimd::select(in, v, cort_batch(INFINITY)));
+        largest = core::maximum(largest, xsimd::select(in, v, cort_batch(-INFINITY)));
+        total += v;
+    }
+    if (-core::horizontal_max(-smallest) == core::horizontal_max(largest)) {
+        std::copy(valid, valid + cols, w);  // w = 1 on every valid token
         return 1;
     }
-    double total = 0;
-    for (double v : w) total += v;
-    const bool down = total > static_cast<double>(n);
+    std::copy(valid, valid + cols, free);
+    double free_sum = core::horizontal_sum(total);
+    const bool down = free_sum > row.n;
     const double bound = down ? low : high;
-    std::vector<char> pinned(w.size(), 0);
-    double pinned_mass = 0, free_sum = total;
+    const cort_batch bound_batch(bound), zero(0.0), one(1.0);
+    double pinned = 0;
     index_type rounds = 0;
     while (true) {
         ++rounds;
-        const double scale = (static_cast<double>(n) - pinned_mass) / free_sum;
-        bool pinned_any = false;
-        double next_free = 0;
-        for (std::size_t t = 0; t < w.size(); ++t) {
-            if (pinned[t]) continue;
-            const double v = w[t] * scale;
-            if (down ? v <= bound : v >= bound) {
-                w[t] = bound;
-                pinned[t] = 1;
-                pinned_mass += bound;
-                pinned_any = true;
-            } else {
-                w[t] = v;
-                next_free += v;
-            }
+        const cort_batch scale((row.n - pinned * bound) / free_sum);
+        cort_batch pinned_now(0.0), next_free(0.0);
+        for (index_type j = 0; j < cols; j += cort_lanes) {
+            const index_type count = std::min(cort_lanes, cols - j);
+            const auto is_free = core::load(free + j, count) != zero;
+            const cort_batch v = core::load(w + j, count) * scale;
+            const auto pin = is_free & (down ? v <= bound_batch : v >= bound_batch);
+            const auto keep = is_free & !pin;
+            core::store(w + j, xsimd::select(pin, bound_batch, xsimd::select(keep, v, core::load(w + j, count))),
+                        count);
+            core::store(free + j, xsimd::select(keep, one, zero), count);
+            pinned_now += xsimd::select(pin, one, zero);
+            next_free += xsimd::select(keep, v, zero);
         }
-        if (!pinned_any || !(next_free > 0)) break;
-        free_sum = next_free;
+        const double pinned_count = core::horizontal_sum(pinned_now);
+        const double next = core::horizontal_sum(next_free);
+        pinned += pinned_count;
+        if (pinned_count == 0 || !(next > 0)) break;
+        free_sum = next;
     }
     return rounds;
 }
@@ -96,41 +153,74 @@ index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const 
                   "ramp_end ", options.ramp_end, " must not precede ramp_start ", options.ramp_start, " (step ",
                   options.step, ")");
     const double ramp = smoothstep_ramp(options.step, options.ramp_start, options.ramp_end);
-    const auto contrast_at = [&](index_type i, index_type t) {
-        return static_cast<double>(core::to_compute(log_prob_rubric(i, t))) -
-               static_cast<double>(core::to_compute(log_prob_free(i, t)));
+    // Rows are swept in batches of doubles (core/convert.hpp's converting loads and stores, the
+    // row's last width<double> − 1 tokens one by one): the loops' selects are what the compiler
+    // will not make of branches on the mask. A token is valid where !(m == 0), as is_valid says
+    // (xsimd's != is the ordered compare, false for a NaN mask value).
+    const index_type cols = mask.cols;
+    const index_type full = cols - cols % cort_lanes;
+    const cort_batch zero(0.0), one(1.0);
+    const auto contrast_of = [](const T* r, const T* f, index_type t) {
+        return static_cast<double>(core::to_compute(r[t])) - static_cast<double>(core::to_compute(f[t]));
     };
     // A NaN contrast is bad input; checked before anything is written (it was found row by row,
     // after the rows before it had been written).
-    for (index_type i = 0; i < mask.rows; ++i)
-        for (index_type t = 0; t < mask.cols; ++t)
-            core::require(!is_valid(mask(i, t)) || !std::isnan(contrast_at(i, t)),
-                          "the contrast log_prob_rubric - log_prob_free is NaN at valid token (", i, ", ", t, ")");
-    index_type max_rounds = 0;
-    std::vector<double> w;
-    std::vector<index_type> positions;
     for (index_type i = 0; i < mask.rows; ++i) {
-        w.clear();
-        positions.clear();
-        for (index_type t = 0; t < mask.cols; ++t) {
-            if (!is_valid(mask(i, t))) continue;
-            w.push_back(cort_map(contrast_at(i, t), options));
-            positions.push_back(t);
+        const T *r = log_prob_rubric.row(i), *f = log_prob_free.row(i), *m = mask.row(i);
+        auto bad = zero != zero;
+        for (index_type t = 0; t < full; t += cort_lanes) {
+            const cort_batch c = core::load_as_double(r + t) - core::load_as_double(f + t);
+            bad = bad | (!(core::load_as_double(m + t) == zero) & xsimd::isnan(c));
         }
-        if (options.normalize) max_rounds = std::max(max_rounds, cort_normalize(w, low, high));
+        bool any = xsimd::any(bad);
+        for (index_type t = full; t < cols; ++t) any = any || (is_valid(m[t]) && std::isnan(contrast_of(r, f, t)));
+        if (!any) continue;
+        for (index_type t = 0; t < cols; ++t)
+            core::require(!is_valid(m[t]) || !std::isnan(contrast_of(r, f, t)),
+                          "the contrast log_prob_rubric - log_prob_free is NaN at valid token (", i, ", ", t, ")");
+    }
+    index_type max_rounds = 0;
+    cort_row row(cols);
+    double* w = row.w.data();
+    double* valid = row.valid.data();
+    for (index_type i = 0; i < mask.rows; ++i) {
+        const T *r = log_prob_rubric.row(i), *f = log_prob_free.row(i), *m = mask.row(i);
+        // The mapped weight of each valid token, 0 elsewhere; masked tokens are selected out
+        // before the mapping, never mapped and multiplied away.
+        cort_batch count(0.0);
+        for (index_type t = 0; t < full; t += cort_lanes) {
+            const auto in = !(core::load_as_double(m + t) == zero);
+            const cort_batch c = xsimd::select(in, core::load_as_double(r + t) - core::load_as_double(f + t), zero);
+            core::store_from_double(valid + t, xsimd::select(in, one, zero));
+            core::store_from_double(w + t, xsimd::select(in, cort_map(c, options), zero));
+            count += xsimd::select(in, one, zero);
+        }
+        double n = core::horizontal_sum(count);
+        for (index_type t = full; t < cols; ++t) {
+            const bool in = is_valid(m[t]);
+            valid[t] = in ? 1.0 : 0.0;
+            w[t] = in ? cort_map(contrast_of(r, f, t), options) : 0.0;
+            n += valid[t];
+        }
+        row.n = n;
+        if (options.normalize) max_rounds = std::max(max_rounds, cort_normalize(row, low, high));
         const double advantage = token_advantages.empty() ? 0.0 : static_cast<double>(core::to_compute(advantages[i]));
-        if (!weights.empty())
-            for (index_type t = 0; t < mask.cols; ++t) weights(i, t) = core::from_compute<T>(0);
-        if (!token_advantages.empty())
-            for (index_type t = 0; t < mask.cols; ++t) token_advantages(i, t) = core::from_compute<T>(0);
-        for (std::size_t k = 0; k < w.size(); ++k) {
-            const double effective = 1.0 + ramp * (w[k] - 1.0);
-            if (!weights.empty())
-                weights(i, positions[k]) = core::from_compute<T>(static_cast<core::compute_t<T>>(effective));
-            if (!token_advantages.empty())
-                token_advantages(i, positions[k]) =
-                    core::from_compute<T>(static_cast<core::compute_t<T>>(effective * advantage));
-        }
+        // w_eff = 1 + S·(w − 1) on valid tokens, 0 elsewhere; A_{i,t} = w_eff·A_i.
+        const auto write = [&](T* out, double factor) {
+            const cort_batch ramp_batch(ramp), factor_batch(factor);
+            for (index_type t = 0; t < full; t += cort_lanes) {
+                const cort_batch effective = one + ramp_batch * (core::load_as_double(w + t) - one);
+                const auto in = core::load_as_double(valid + t) != zero;
+                core::store_from_double(out + t, xsimd::select(in, effective * factor_batch, zero));
+            }
+            for (index_type t = full; t < cols; ++t) {
+                const double effective = 1.0 + ramp * (w[t] - 1.0);
+                out[t] =
+                    core::from_compute<T>(static_cast<core::compute_t<T>>(valid[t] != 0 ? effective * factor : 0.0));
+            }
+        };
+        if (!weights.empty()) write(weights.row(i), 1.0);
+        if (!token_advantages.empty()) write(token_advantages.row(i), advantage);
     }
     return max_rounds;
 }

@@ -2,6 +2,10 @@
 // W and m, then the baseline over full or packed (compact) positions.
 #pragma once
 
+#include "../../core/convert.hpp"
+#include "../../core/math.hpp"
+#include "../../core/simd.hpp"
+#include "../../core/parallel.hpp"
 #include "../token_data.hpp"
 
 #include <algorithm>
@@ -17,49 +21,105 @@ inline constexpr double otb_not_finite = std::numeric_limits<double>::quiet_NaN(
 
 // G (reward to go), W (cumulative weight) and m per position, row-major [rows × cols], and the
 // valid-token count of each row.
+// The tables live in per-thread workspaces (core/parallel.hpp), kept across calls: fresh tables
+// of a few MB a call cost more in page faults than the kernel's arithmetic.
+template <int Slot>
+struct otb_slot;
+
+// Rows a whole number of cache lines and one more apart: rows 2^k doubles apart map to the same
+// L1 sets, and the four rows the running sums sweep together would evict each other.
 struct token_sums {
-    index_type rows = 0, cols = 0;
-    std::vector<double> G, W, m;
+    index_type rows = 0, cols = 0, stride = 0;
+    double *G = nullptr, *W = nullptr, *m = nullptr;
     std::vector<index_type> lengths;
 
-    std::size_t at(index_type i, index_type t) const { return static_cast<std::size_t>(i * cols + t); }
+    std::size_t size() const { return static_cast<std::size_t>(rows * stride); }
+
+    std::size_t at(index_type i, index_type t) const { return static_cast<std::size_t>(i * stride + t); }
 };
 
+// G, W and m of every row. The per-token weights w = (1 − 2π + Σπ²)·ρ² are taken in batches of
+// doubles (core::exp), a row at a time; then the two running sums, G backwards and W forwards,
+// run over four rows at once, so that their eight dependent chains overlap. Each chain adds in
+// token order, as the formulas say, and a masked position is selected out (never added as 0).
 template <class T>
 token_sums otb_sums(matrix_view<const T> rewards, matrix_view<const T> mask, matrix_view<const T> old_log_prob,
                     matrix_view<const T> sum_probability_squared, matrix_view<const T> importance_weights) {
+    using batch = core::batch<double>;
+    constexpr index_type lanes = core::width<double>;
     token_sums s;
     s.rows = mask.rows;
     s.cols = mask.cols;
-    s.G.resize(static_cast<std::size_t>(s.rows * s.cols));
-    s.W.resize(s.G.size());
-    s.m.resize(s.G.size());
+    s.stride = (s.cols + 7) / 8 * 8 + 8;
+    const index_type cols = s.cols;
+    s.G = core::workspace<double, otb_slot<0>>(s.size());
+    s.W = core::workspace<double, otb_slot<1>>(s.size());
+    s.m = core::workspace<double, otb_slot<2>>(s.size());
     s.lengths.assign(static_cast<std::size_t>(s.rows), 0);
-    const auto get = [](const matrix_view<const T>& x, index_type i, index_type t) {
-        return static_cast<double>(core::to_compute(x(i, t)));
-    };
     for (index_type i = 0; i < s.rows; ++i) {
-        double to_go = 0, cumulative = 0;
-        for (index_type t = s.cols - 1; t >= 0; --t) {
-            if (is_valid(mask(i, t))) to_go += get(rewards, i, t);
-            s.G[s.at(i, t)] = to_go;
+        const T *lp = old_log_prob.row(i), *sp = sum_probability_squared.row(i), *mk = mask.row(i), *r = rewards.row(i);
+        double* m = s.m + s.at(i, 0);
+        double* w = s.W + s.at(i, 0);
+        double* g = s.G + s.at(i, 0);
+        // In batches of doubles (core/convert.hpp), the last width<double> − 1 tokens one by one:
+        // m, and w = 1 − 2π + Σπ² and r with masked tokens selected to 0 before exp, so no masked
+        // value reaches exp or a sum.
+        const index_type full = cols - cols % lanes;
+        const batch zero(0.0), one(1.0), two(2.0);
+        batch count(0.0);
+        for (index_type t = 0; t < full; t += lanes) {
+            const auto valid = !(core::load_as_double(mk + t) == zero);
+            const batch pi = core::exp(xsimd::select(valid, core::load_as_double(lp + t), zero));
+            core::store_from_double(m + t, xsimd::select(valid, one, zero));
+            core::store_from_double(w + t, one - two * pi + xsimd::select(valid, core::load_as_double(sp + t), zero));
+            core::store_from_double(g + t, xsimd::select(valid, core::load_as_double(r + t), zero));
+            count += xsimd::select(valid, one, zero);
         }
-        for (index_type t = 0; t < s.cols; ++t) {
-            const bool valid = is_valid(mask(i, t));
-            s.m[s.at(i, t)] = valid ? 1.0 : 0.0;
-            if (valid) {
-                const double pi = std::exp(get(old_log_prob, i, t));
-                double w = 1.0 - 2.0 * pi + get(sum_probability_squared, i, t);
-                if (!importance_weights.empty()) {
-                    const double rho = get(importance_weights, i, t);
-                    w *= rho * rho;
-                }
-                cumulative += w;
-                ++s.lengths[static_cast<std::size_t>(i)];
+        double valid_count = core::horizontal_sum(count);
+        for (index_type t = full; t < cols; ++t) {
+            const bool valid = is_valid(mk[t]);
+            m[t] = valid ? 1.0 : 0.0;
+            valid_count += m[t];
+            w[t] = valid ? 1.0 - 2.0 * std::exp(static_cast<double>(core::to_compute(lp[t]))) +
+                               static_cast<double>(core::to_compute(sp[t]))
+                         : 0.0;
+            g[t] = valid ? static_cast<double>(core::to_compute(r[t])) : 0.0;
+        }
+        s.lengths[static_cast<std::size_t>(i)] = static_cast<index_type>(valid_count);
+        if (!importance_weights.empty()) {
+            const T* rho = importance_weights.row(i);
+            for (index_type t = 0; t < cols; ++t) {
+                const auto loaded = static_cast<double>(core::to_compute(rho[t]));
+                const double value = m[t] != 0 ? loaded : 0.0;
+                w[t] *= value * value;
             }
-            s.W[s.at(i, t)] = cumulative;
         }
     }
+    // G backwards and W forwards for `rows` rows from `first`: each chain adds in token order and
+    // passes a masked position by (a select, never an added 0).
+    const auto running_sums = [&s, cols](index_type first, auto rows) {
+        constexpr index_type k_rows = decltype(rows)::value;
+        double to_go[k_rows] = {}, cumulative[k_rows] = {};
+        double *G[k_rows], *W[k_rows];
+        const double* m[k_rows];
+        for (index_type k = 0; k < k_rows; ++k) {
+            G[k] = s.G + s.at(first + k, 0);
+            W[k] = s.W + s.at(first + k, 0);
+            m[k] = s.m + s.at(first + k, 0);
+        }
+        for (index_type t = 0; t < cols; ++t) {
+            const index_type back = cols - 1 - t;
+            for (index_type k = 0; k < k_rows; ++k) {
+                to_go[k] = m[k][back] != 0 ? to_go[k] + G[k][back] : to_go[k];
+                G[k][back] = to_go[k];
+                cumulative[k] = m[k][t] != 0 ? cumulative[k] + W[k][t] : cumulative[k];
+                W[k][t] = cumulative[k];
+            }
+        }
+    };
+    index_type first = 0;
+    for (; first + 4 <= s.rows; first += 4) running_sums(first, std::integral_constant<index_type, 4>{});
+    for (; first < s.rows; ++first) running_sums(first, std::integral_constant<index_type, 1>{});
     return s;
 }
 
@@ -80,8 +140,8 @@ inline index_type zero_tail_member(const std::vector<index_type>& members, const
 
 // The baseline over full positions t of one group (an all-masked member stays in it).
 inline void otb_group(const token_sums& s, const std::vector<index_type>& members,
-                      const optimal_token_baseline_options& options, std::vector<double>& numerator,
-                      std::vector<double>& denominator, std::vector<double>& A) {
+                      const optimal_token_baseline_options& options, double* numerator, double* denominator,
+                      double* A) {
     const index_type cols = s.cols;
     // Masked positions are selected out, never multiplied by m = 0: a non-finite G or W there
     // (carried from a valid token) would give NaN·0 = NaN.
@@ -94,63 +154,95 @@ inline void otb_group(const token_sums& s, const std::vector<index_type>& member
     const index_type tail = options.handle_zero_tail ? zero_tail_member(members, s.lengths, second) : -1;
     // Row by row (contiguous), summing over members in order for each t; a valid member's
     // non-finite G or W makes B_t NaN (otb_baseline).
-    std::fill(numerator.begin(), numerator.end(), 0.0);
-    std::fill(denominator.begin(), denominator.end(), 0.0);
-    for (index_type i : members)
+    std::fill_n(numerator, cols, 0.0);
+    std::fill_n(denominator, cols, 0.0);
+    // Selects, not branches, so that each sweep over t is one loop of batches.
+    double* num = numerator;
+    double* den = denominator;
+    for (index_type i : members) {
+        const double *m = s.m + s.at(i, 0), *G = s.G + s.at(i, 0), *W = s.W + s.at(i, 0);
         for (index_type t = 0; t < cols; ++t) {
-            if (s.m[s.at(i, t)] == 0) continue;
-            const double G = s.G[s.at(i, t)], W = s.W[s.at(i, t)];
-            numerator[static_cast<std::size_t>(t)] += std::isfinite(G) && std::isfinite(W) ? G * W : otb_not_finite;
-            denominator[static_cast<std::size_t>(t)] += W;
+            const bool finite = std::isfinite(G[t]) && std::isfinite(W[t]);
+            const double product = finite ? G[t] * W[t] : otb_not_finite;
+            num[t] = m[t] != 0 ? num[t] + product : num[t];
+            den[t] = m[t] != 0 ? den[t] + W[t] : den[t];
         }
-    for (index_type i : members)
+    }
+    for (index_type t = 0; t < cols; ++t) num[t] /= den[t] + options.eps;  // the baseline B_t
+    for (index_type i : members) {
+        const double *m = s.m + s.at(i, 0), *G = s.G + s.at(i, 0);
+        double* a = A + s.at(i, 0);
+        const index_type zero_from = i == tail ? second : cols;
         for (index_type t = 0; t < cols; ++t) {
-            if (s.m[s.at(i, t)] == 0) continue;
-            const double baseline =
-                numerator[static_cast<std::size_t>(t)] / (denominator[static_cast<std::size_t>(t)] + options.eps);
-            const double b = (i == tail && t >= second) ? 0.0 : baseline;
-            A[s.at(i, t)] = s.G[s.at(i, t)] - b;
+            const double b = t >= zero_from ? 0.0 : num[t];
+            a[t] = m[t] != 0 ? G[t] - b : a[t];
         }
+    }
 }
 
-// The baseline over packed positions k (the k-th valid token) of one group; all-masked members leave it.
-inline void otb_compact_group(const token_sums& s, const std::vector<std::vector<index_type>>& valid_positions,
-                              const std::vector<index_type>& all_members, const optimal_token_baseline_options& options,
-                              std::vector<double>& A) {
+// Every row's valid tokens packed to the front: position[i·cols + k] is the k-th valid token of
+// row i, and G and W there are copied beside it, so that a group's sweep over k reads rows.
+struct packed_sums {
+    index_type* position;
+    double *G, *W, *numerator, *denominator;
+
+    explicit packed_sums(const token_sums& s)
+        : position(core::workspace<index_type, otb_slot<4>>(s.size())),
+          G(core::workspace<double, otb_slot<5>>(s.size())),
+          W(core::workspace<double, otb_slot<6>>(s.size())),
+          numerator(core::workspace<double, otb_slot<7>>(static_cast<std::size_t>(s.cols))),
+          denominator(core::workspace<double, otb_slot<8>>(static_cast<std::size_t>(s.cols))) {
+        for (index_type i = 0; i < s.rows; ++i) {
+            const std::size_t row = s.at(i, 0);
+            index_type k = 0;
+            for (index_type t = 0; t < s.cols; ++t) {
+                // Written at k whatever the mask; k moves on past valid tokens only (k ≤ t).
+                position[row + static_cast<std::size_t>(k)] = t;
+                G[row + static_cast<std::size_t>(k)] = s.G[row + static_cast<std::size_t>(t)];
+                W[row + static_cast<std::size_t>(k)] = s.W[row + static_cast<std::size_t>(t)];
+                k += s.m[row + static_cast<std::size_t>(t)] != 0 ? 1 : 0;
+            }
+        }
+    }
+};
+
+// The baseline over packed positions k (the k-th valid token) of one group; all-masked members
+// leave it. For each k the sums run over the members in row order, as the formula's Σ_{i∈g}.
+inline void otb_compact_group(const token_sums& s, packed_sums& p, const std::vector<index_type>& all_members,
+                              const optimal_token_baseline_options& options, double* A) {
     const auto length = [&](index_type i) { return s.lengths[static_cast<std::size_t>(i)]; };
-    const auto position = [&](index_type i, index_type k) {
-        return valid_positions[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)];
-    };
     std::vector<index_type> members;
     for (index_type i : all_members)
         if (length(i) > 0) members.push_back(i);
     if (members.empty()) return;
+    const auto scatter = [&](index_type i, const double* baseline, index_type zero_from) {
+        const std::size_t row = s.at(i, 0);
+        const index_type* position = p.position + row;
+        const double* G = p.G + row;
+        double* a = A + row;
+        for (index_type k = 0; k < length(i); ++k) a[position[k]] = G[k] - (k >= zero_from ? 0.0 : baseline[k]);
+    };
     if (members.size() == 1) {
-        const index_type i = members[0];
-        for (index_type t : valid_positions[static_cast<std::size_t>(i)]) A[s.at(i, t)] = s.G[s.at(i, t)];
+        scatter(members[0], p.numerator, 0);  // no baseline: A = G
         return;
     }
     index_type longest = 0;
     for (index_type i : members) longest = std::max(longest, length(i));
     index_type second = 0;
     const index_type tail = options.handle_zero_tail ? zero_tail_member(members, s.lengths, second) : -1;
-    for (index_type k = 0; k < longest; ++k) {
-        double numerator = 0, denominator = 0;
-        for (index_type i : members) {
-            if (k >= length(i)) continue;
-            const index_type t = position(i, k);
-            const double G = s.G[s.at(i, t)], W = s.W[s.at(i, t)];
-            numerator += std::isfinite(G) && std::isfinite(W) ? G * W : otb_not_finite;
-            denominator += W;
-        }
-        const double baseline = numerator / (denominator + options.eps);
-        for (index_type i : members) {
-            if (k >= length(i)) continue;
-            const index_type t = position(i, k);
-            const double b = (i == tail && k >= second) ? 0.0 : baseline;
-            A[s.at(i, t)] = s.G[s.at(i, t)] - b;
+    double* num = p.numerator;
+    double* den = p.denominator;
+    std::fill_n(num, longest, 0.0);
+    std::fill_n(den, longest, 0.0);
+    for (index_type i : members) {
+        const double *G = p.G + s.at(i, 0), *W = p.W + s.at(i, 0);
+        for (index_type k = 0; k < length(i); ++k) {
+            num[k] += std::isfinite(G[k]) && std::isfinite(W[k]) ? G[k] * W[k] : otb_not_finite;
+            den[k] += W[k];
         }
     }
+    for (index_type k = 0; k < longest; ++k) num[k] /= den[k] + options.eps;  // the baseline B_k
+    for (index_type i : members) scatter(i, num, i == tail ? second : longest);
 }
 
 template <class T>
@@ -174,23 +266,24 @@ void optimal_token_baseline(matrix_view<const T> rewards, matrix_view<const T> m
     core::require(options.eps >= 0 && std::isfinite(options.eps), "eps must be non-negative and finite, got ",
                   options.eps);
     const token_sums s = otb_sums(rewards, mask, old_log_prob, sum_probability_squared, importance_weights);
-    std::vector<double> A(s.G.size(), 0.0);
+    double* A = core::workspace<double, otb_slot<9>>(s.size());
+    std::fill_n(A, s.size(), 0.0);
     if (!options.compact) {
-        std::vector<double> numerator(static_cast<std::size_t>(s.cols)), denominator(static_cast<std::size_t>(s.cols));
+        double* numerator = core::workspace<double, otb_slot<7>>(static_cast<std::size_t>(s.cols));
+        double* denominator = core::workspace<double, otb_slot<8>>(static_cast<std::size_t>(s.cols));
         for (const auto& members : groups) otb_group(s, members, options, numerator, denominator, A);
     } else {
-        std::vector<std::vector<index_type>> valid_positions(static_cast<std::size_t>(s.rows));
-        for (index_type i = 0; i < s.rows; ++i)
-            for (index_type t = 0; t < s.cols; ++t)
-                if (s.m[s.at(i, t)] != 0) valid_positions[static_cast<std::size_t>(i)].push_back(t);
-        for (const auto& members : groups) otb_compact_group(s, valid_positions, members, options, A);
+        packed_sums packed(s);
+        for (const auto& members : groups) otb_compact_group(s, packed, members, options, A);
     }
-    for (index_type i = 0; i < s.rows; ++i)
-        for (index_type t = 0; t < s.cols; ++t) {
-            advantages(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(A[s.at(i, t)]));
-            if (!returns.empty())
-                returns(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(s.G[s.at(i, t)]));
-        }
+    for (index_type i = 0; i < s.rows; ++i) {
+        const double *a = A + s.at(i, 0), *G = s.G + s.at(i, 0);
+        T* out = advantages.row(i);
+        for (index_type t = 0; t < s.cols; ++t) out[t] = core::from_compute<T>(static_cast<core::compute_t<T>>(a[t]));
+        if (returns.empty()) continue;
+        T* to_go = returns.row(i);
+        for (index_type t = 0; t < s.cols; ++t) to_go[t] = core::from_compute<T>(static_cast<core::compute_t<T>>(G[t]));
+    }
 }
 
 }  // namespace normkit::credit::detail

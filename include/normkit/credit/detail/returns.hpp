@@ -4,6 +4,7 @@
 
 #include "../token_data.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace normkit::credit::detail {
@@ -53,28 +54,30 @@ void generalized_advantage_estimation(matrix_view<const T> rewards, matrix_view<
     core::require_discount("lambda", options.lambda);
     core::require(options.mask_rule != return_mask_rule::reset,
                   "mask_rule: GAE takes carry or discount_through, not reset");
-    const double gamma = options.gamma;
+    const double gamma = options.gamma, discount = options.gamma * options.lambda;
     const bool through = options.mask_rule == return_mask_rule::discount_through;
-    for (index_type i = 0; i < mask.rows; ++i) {
-        // Under discount_through r and V are read as m·r and m·V at every position (OpenRLHF).
-        const auto masked = [&](const matrix_view<const T>& x, index_type t) {
-            return through && !is_valid(mask(i, t)) ? 0.0 : value_of(x, i, t);
-        };
-        double next_value = 0;
-        const auto delta = [&](index_type t) {
-            const double value = masked(values, t);
-            const double result = masked(rewards, t) + gamma * next_value - value;
-            next_value = value;
-            return result;
-        };
-        const auto store = [&](index_type t, bool inside, double running) {
-            const double advantage = inside || through ? running : 0.0;
-            advantages(i, t) = to_storage<T>(advantage);
-            if (!returns.empty()) returns(i, t) = to_storage<T>(advantage + (inside ? value_of(values, i, t) : 0.0));
-        };
-        core::masked_discounted_sum(
-            mask.cols, gamma * options.lambda, options.mask_rule, [&](index_type t) { return is_valid(mask(i, t)); },
-            delta, store);
+    // The recursion of core::masked_discounted_sum (carry or discount_through), to its bits, four
+    // rows at a time: each row's chain is sequential, and four independent chains overlap.
+    constexpr index_type block = 4;
+    for (index_type first = 0; first < mask.rows; first += block) {
+        const index_type rows = std::min(block, mask.rows - first);
+        double next_value[block] = {}, running[block] = {};
+        for (index_type t = mask.cols - 1; t >= 0; --t)
+            for (index_type k = 0; k < rows; ++k) {
+                const index_type i = first + k;
+                const bool inside = is_valid(mask(i, t));
+                // Under discount_through r and V are read as m·r and m·V at every position (OpenRLHF).
+                if (inside || through) {
+                    const double value = inside ? value_of(values, i, t) : 0.0;
+                    const double delta = (inside ? value_of(rewards, i, t) : 0.0) + gamma * next_value[k] - value;
+                    next_value[k] = value;
+                    running[k] = delta + discount * running[k];
+                }
+                const double advantage = inside || through ? running[k] : 0.0;
+                advantages(i, t) = to_storage<T>(advantage);
+                if (!returns.empty())
+                    returns(i, t) = to_storage<T>(advantage + (inside ? value_of(values, i, t) : 0.0));
+            }
     }
 }
 

@@ -44,15 +44,20 @@ void span_advantages(vector_view<const span> spans, matrix_view<const T> positio
                           furthest->end, ") and [", b.start, ", ", b.end, ")");
         if (!furthest || furthest->sample != b.sample || b.end > furthest->end) furthest = &b;
     }
+    // Row pointers and plain selects: each sweep is one loop of batches.
+    const T zero = core::from_compute<T>(0);
     for (index_type i = 0; i < mask.rows; ++i) {
-        const T fill = outside == outside_span::zero ? core::from_compute<T>(0) : response_advantages[i];
-        for (index_type t = 0; t < mask.cols; ++t)
-            output(i, t) = is_valid(mask(i, t)) ? fill : core::from_compute<T>(0);
+        const T fill = outside == outside_span::zero ? zero : response_advantages[i];
+        const T* m = mask.row(i);
+        T* out = output.row(i);
+        for (index_type t = 0; t < mask.cols; ++t) out[t] = is_valid(m[t]) ? fill : zero;
     }
-    for (const span& s : sorted)
-        for (index_type t = s.start; t < s.end; ++t)
-            output(s.sample, t) =
-                is_valid(mask(s.sample, t)) ? position_advantages(s.sample, s.position) : core::from_compute<T>(0);
+    for (const span& s : sorted) {
+        const T value = position_advantages(s.sample, s.position);
+        const T* m = mask.row(s.sample);
+        T* out = output.row(s.sample);
+        for (index_type t = s.start; t < s.end; ++t) out[t] = is_valid(m[t]) ? value : zero;
+    }
 }
 
 }  // namespace normkit::credit::detail
