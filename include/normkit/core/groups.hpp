@@ -123,19 +123,19 @@ inline void number_by_table(group_layout& layout, std::vector<index_type>& dense
                             index_type samples, std::int64_t largest, std::vector<index_type>& table) {
     table.assign(static_cast<std::size_t>(largest + 1), -1);
     std::int64_t previous = -1;  // ids are ≥ 0: no sample matches before the first
+    index_type previous_group = -1;
     for (index_type i = 0; i < samples; ++i) {
         const std::int64_t value = id_of(grouping, i);
-        if (value == previous) {  // a run of one id (verl repeats each uid n times): no table access
-            dense[i] = dense[i - 1];
-            continue;
+        if (value != previous) {  // within a run of one id (verl repeats each uid n times), no table access
+            previous = value;
+            index_type& slot = table[static_cast<std::size_t>(value)];
+            if (slot < 0) {
+                slot = layout.count++;
+                layout.labels.push_back(value);
+            }
+            previous_group = slot;
         }
-        previous = value;
-        index_type& slot = table[static_cast<std::size_t>(value)];
-        if (slot < 0) {
-            slot = layout.count++;
-            layout.labels.push_back(value);
-        }
-        dense[i] = slot;
+        dense[i] = previous_group;
     }
 }
 
@@ -157,10 +157,11 @@ inline void number_by_hash(group_layout& layout, std::vector<index_type>& dense,
         return slot;
     };
     std::int64_t previous = -1;
+    index_type previous_group = -1;
     for (index_type i = 0; i < samples; ++i) {
         const std::int64_t value = id_of(grouping, i);
         if (value == previous) {  // the same id as the sample before: its group, without a probe
-            dense[i] = dense[i - 1];
+            dense[i] = previous_group;
             continue;
         }
         previous = value;
@@ -176,7 +177,7 @@ inline void number_by_hash(group_layout& layout, std::vector<index_type>& dense,
                 slot = find(value);
             }
         }
-        dense[i] = slots[slot].second;
+        dense[i] = previous_group = slots[slot].second;
     }
 }
 
