@@ -1,5 +1,6 @@
 // Advantage normalizers on one million fp32 rewards: contiguous groups of 16
-// and ragged groups (sizes 1..31, ids shuffled), against memcpy of the reward
+// and ragged groups (sizes 1..31, ids shuffled; and the same ids in runs, one
+// run per group, as verl lays out the n responses of a prompt), against memcpy of the reward
 // array and, when installed, libtorch doing the same arithmetic.
 //
 // Bytes are the minimum traffic: read the rewards, write the advantages
@@ -30,7 +31,7 @@ constexpr index_type samples = 1 << 20;  // one million (2²⁰)
 
 struct batch {
     std::vector<float> rewards, output;
-    std::vector<std::int64_t> ragged_ids;
+    std::vector<std::int64_t> ragged_ids, run_ids;  // run_ids: the same groups, each one run
 };
 
 std::shared_ptr<batch> make_batch() {
@@ -46,6 +47,7 @@ std::shared_ptr<batch> make_batch() {
         ++group;
         i += size;
     }
+    data->run_ids = data->ragged_ids;
     std::shuffle(data->ragged_ids.begin(), data->ragged_ids.end(), generator);
     return data;
 }
@@ -53,14 +55,16 @@ std::shared_ptr<batch> make_batch() {
 const bool registered = [] {
     auto data = make_batch();
     const double bytes = 2.0 * samples * sizeof(float);
-    const std::string contiguous = "1M_G16", ragged = "1M_ragged";
+    const std::string contiguous = "1M_G16", ragged = "1M_ragged", runs = "1M_ragged_runs";
     const std::string operations[] = {"grpo", "dr_grpo", "rloo", "trl_group"};
     for (const auto& operation : operations) {
-        for (const auto& shape : {contiguous, ragged}) {
+        for (const auto& shape : {contiguous, ragged, runs}) {
             bench::register_memcpy(operation, shape, bytes);
-            const bool is_ragged = shape == ragged;
-            register_case(operation, shape, "normkit", bytes, [data, operation, is_ragged] {
-                const groups grouping = is_ragged ? group_ids(data->ragged_ids) : contiguous_groups(16);
+            const std::vector<std::int64_t>* ids = shape == ragged ? &data->ragged_ids
+                                                   : shape == runs ? &data->run_ids
+                                                                   : nullptr;
+            register_case(operation, shape, "normkit", bytes, [data, operation, ids] {
+                const groups grouping = ids ? group_ids(*ids) : contiguous_groups(16);
                 if (operation == "grpo")
                     grpo(data->rewards, grouping, data->output);
                 else if (operation == "dr_grpo")
@@ -84,11 +88,13 @@ const bool registered = [] {
             bench::yardstick::contiguous_groups(data->rewards.data(), data->output.data(), samples, 16, rule);
             benchmark::DoNotOptimize(data->output.data());
         });
-        register_case(operation, ragged, "yardstick", bytes, [data, rule] {
-            bench::yardstick::ragged_groups(data->rewards.data(), data->ragged_ids.data(), data->output.data(), samples,
-                                            rule);
-            benchmark::DoNotOptimize(data->output.data());
-        });
+        for (const auto& shape : {ragged, runs}) {
+            const std::int64_t* ids = shape == ragged ? data->ragged_ids.data() : data->run_ids.data();
+            register_case(operation, shape, "yardstick", bytes, [data, rule, ids] {
+                bench::yardstick::ragged_groups(data->rewards.data(), ids, data->output.data(), samples, rule);
+                benchmark::DoNotOptimize(data->output.data());
+            });
+        }
     }
     register_case("grpo", contiguous, "normkit_2threads", bytes, [data] {
         grpo_options options;

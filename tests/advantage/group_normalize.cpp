@@ -7,6 +7,8 @@
 #include <normkit/advantage/group_normalize.hpp>
 #include <normkit/advantage/presets.hpp>
 
+#include <algorithm>
+#include <cstring>
 #include <random>
 
 using namespace normkit;
@@ -426,6 +428,174 @@ TEST_CASE("group_normalize gives the same bits for one and two threads", "[advan
             const auto two = run<float>(*data, options);
             CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(double)) == 0);
         }
+}
+
+// Ragged groups of 1..31 (one of each size at least, so groups of one occur) in shuffled order, ids
+// 0 .. groups − 1 numbered by first appearance.
+struct shuffled_groups {
+    std::vector<std::int64_t> ids;
+    std::vector<double> rewards;
+};
+
+shuffled_groups shuffled_ragged(std::uint32_t seed) {
+    std::mt19937 generator(seed);
+    std::vector<std::int64_t> ids;
+    for (std::int64_t g = 0; g < 120; ++g) {
+        const index_type size = g < 31 ? g + 1 : 1 + static_cast<index_type>(generator() % 31);
+        for (index_type j = 0; j < size; ++j) ids.push_back(g);
+    }
+    std::shuffle(ids.begin(), ids.end(), generator);
+    shuffled_groups data;
+    data.ids = ids;
+    data.rewards = random_values(ids.size(), seed + 1, 0.5, 1.0);
+    for (std::size_t i = 0; i < ids.size(); i += 3) data.rewards[i] = generator() % 2;  // ties, binary rewards
+    return data;
+}
+
+// group_normalize over ids (optionally as int32, optionally with an all-ones mask) in the output type O.
+template <class T, class O, class Id = std::int64_t>
+std::vector<O> normalized(const std::vector<double>& values, const std::vector<std::int64_t>& ids,
+                          const group_normalize_options& options, bool all_ones_mask = false) {
+    const auto rewards = to_storage<T>(values);
+    const std::vector<Id> narrow(ids.begin(), ids.end());
+    const std::vector<std::uint8_t> valid(values.size(), 1);
+    reward_inputs<T> inputs;
+    inputs.rewards = rewards;
+    inputs.grouping = group_ids(vector_view<const Id>(narrow.data(), static_cast<index_type>(narrow.size())));
+    if (all_ones_mask) inputs.valid = valid;
+    std::vector<O> out(values.size(), O(-99));
+    group_normalize(inputs, out, options);
+    return out;
+}
+
+template <class O>
+bool same_bits(const std::vector<O>& a, const std::vector<O>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(O)) == 0;
+}
+
+// The options of the unmasked ragged path (group mean or leave-one-out; group std or none), and the
+// singleton policies and clip that change its per-group record.
+std::vector<group_normalize_options> unmasked_ragged_options() {
+    std::vector<group_normalize_options> all;
+    for (auto center : {center_mode::group_mean, center_mode::leave_one_out})
+        for (auto scale : {scale_mode::group_std, scale_mode::none})
+            for (auto singleton : {singleton_policy::keep_raw, singleton_policy::zero, singleton_policy::exclude}) {
+                group_normalize_options options;
+                options.center = center;
+                options.scale = scale;
+                options.singleton = singleton;
+                all.push_back(options);
+            }
+    all.push_back(presets::trl());
+    auto clipped = all.front();
+    clipped.clip_min = -0.5;
+    clipped.clip_max = 0.75;
+    all.push_back(clipped);
+    auto whitened = all.front();
+    whitened.singleton = singleton_policy::exclude;
+    whitened.whiten.mode = whiten_mode::sample_weighted;
+    all.push_back(whitened);
+    for (auto placement : all_placements) {
+        auto placed = all.front();
+        placed.placement = placement;
+        placed.ddof = 0;
+        all.push_back(placed);
+    }
+    return all;
+}
+
+TEMPLATE_TEST_CASE("ragged ids without a mask: the masked path's bits, in runs or shuffled, small or hashed ids",
+                   "[advantage][group_normalize]", float, double) {
+    using T = TestType;
+    const auto data = shuffled_ragged(61);
+    const std::size_t n = data.ids.size();
+    // The same samples reordered so that each group is one run, members in their shuffled order (a stable
+    // sort by group): every group sums the same values in the same order, so the same bits.
+    std::vector<std::size_t> order(n);
+    for (std::size_t i = 0; i < n; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return data.ids[a] < data.ids[b]; });
+    std::vector<std::int64_t> run_ids(n), hashed_ids(n);
+    std::vector<double> run_rewards(n);
+    for (std::size_t k = 0; k < n; ++k) {
+        run_ids[k] = data.ids[order[k]];
+        run_rewards[k] = data.rewards[order[k]];
+    }
+    // Ids far beyond n (the hash table) and near the top of int64.
+    for (std::size_t i = 0; i < n; ++i) hashed_ids[i] = (std::int64_t(1) << 62) - 1 - data.ids[i] * 1000000007;
+    for (const auto& options : unmasked_ragged_options()) {
+        for (int output_double = 0; output_double < 2; ++output_double) {
+            const auto check = [&](auto tag) {
+                using O = decltype(tag);
+                const auto masked = normalized<T, O>(data.rewards, data.ids, options, true);
+                const auto plain = normalized<T, O>(data.rewards, data.ids, options);
+                CHECK(same_bits(plain, masked));
+                CHECK(same_bits(normalized<T, O>(data.rewards, hashed_ids, options), masked));
+                CHECK(same_bits(normalized<T, O, std::int32_t>(data.rewards, data.ids, options), masked));
+                const auto runs = normalized<T, O>(run_rewards, run_ids, options);
+                const auto runs_masked = normalized<T, O>(run_rewards, run_ids, options, true);
+                CHECK(same_bits(runs, runs_masked));
+                bool permuted = true;
+                for (std::size_t k = 0; k < n; ++k)
+                    permuted = permuted && std::memcmp(&runs[k], &plain[order[k]], sizeof(O)) == 0;
+                // Whitening sums over the whole batch in sample order, which the reordering changes.
+                if (options.whiten.mode == whiten_mode::none) CHECK(permuted);
+                for (int threads : {2, 3}) {
+                    auto threaded = options;
+                    threaded.threads = threads;
+                    CHECK(same_bits(normalized<T, O>(data.rewards, hashed_ids, threaded), plain));
+                }
+            };
+            if (output_double)
+                check(double{});
+            else
+                check(float{});
+        }
+    }
+}
+
+TEST_CASE("ragged ids without a mask: one group, every sample its own group, NaN and bad ids",
+          "[advantage][group_normalize]") {
+    const auto values = random_values(300, 5, 1.0, 2.0);
+    const std::vector<std::int64_t> one_group(values.size(), 987654321987);
+    std::vector<std::int64_t> own(values.size());
+    for (std::size_t i = 0; i < own.size(); ++i) own[i] = static_cast<std::int64_t>(own.size() - i) * 3;
+    group_normalize_options options;
+    // One group: the reference's two-pass GRPO, and the masked path's bits.
+    const auto single = normalized<double, double>(values, one_group, options);
+    CHECK(same_bits(single, normalized<double, double>(values, one_group, options, true)));
+    CHECK(relative_error(
+              single, reference::verl_grpo(values, reference::contiguous_ids(values.size(), values.size()))) < 1e-12);
+    // Every sample alone: keep_raw gives r/(1 + ε) (GRPO) and r (RLOO); zero gives 0.
+    const auto alone = normalized<double, double>(values, own, options);
+    options.center = center_mode::leave_one_out;
+    options.scale = scale_mode::none;
+    const auto alone_loo = normalized<double, double>(values, own, options);
+    options.singleton = singleton_policy::zero;
+    const auto alone_zero = normalized<double, double>(values, own, options);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        CHECK(alone[i] == values[i] / (1 + 1e-6));
+        CHECK(alone_loo[i] == values[i]);
+        CHECK(alone_zero[i] == 0.0);
+    }
+    // A NaN reward leaves its group (TRL's rule) also without a mask: the other members' statistics.
+    auto with_nan = values;
+    with_nan[7] = reference::nan_value;
+    const auto excluded = normalized<double, double>(with_nan, one_group, group_normalize_options{});
+    std::vector<double> rest(values);
+    rest.erase(rest.begin() + 7);
+    const auto rest_out = reference::verl_grpo(rest, reference::contiguous_ids(rest.size(), rest.size()));
+    CHECK(excluded[7] == 0.0);
+    CHECK(excluded[8] == Approx(rest_out[7]).epsilon(1e-12));
+    // Bad ids are named whichever path would take them.
+    auto negative = own;
+    negative[299] = -4;
+    std::vector<double> out(values.size());
+    require_error_naming([&] { group_normalize(values, group_ids(negative), out); }, "group ids[299] is negative");
+    options = group_normalize_options{};
+    options.singleton = singleton_policy::error;
+    require_error_naming([&] { group_normalize(values, group_ids(own), out, options); },
+                         "group 900 has one valid sample");
 }
 
 TEST_CASE("moments: Welford add, Chan's merge of parts equals the whole", "[advantage][moments]") {

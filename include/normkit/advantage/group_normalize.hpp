@@ -30,7 +30,10 @@
 //   float output without a clip range forms A = ((r − μ_high) − μ_low)·(1/D) in float lanes, with μ
 //   split in two floats so that any offset keeps its accuracy: results agree with the two-pass path
 //   to a few float roundings (relative 3·2⁻²⁴), not bitwise. Ragged mean/std options accumulate
-//   by scatter over group numbers in the same order as the member lists, bitwise equal to them.
+//   by scatter over group numbers in the same order as the member lists, bitwise equal to them
+//   (each square added as the general path's compiled form adds it: fused where the target has
+//   FMA); with no mask, no lengths and finite rewards, GRPO / Dr. GRPO / RLOO keep a group's four
+//   sums side by side and skip the per-sample validity test, to the same bits.
 // - Leave-one-out uses r_i − c_i = (r_i − μ_g)·n/(n − 1), the centred form of verl's G/(G−1) rule.
 // - Valid samples: valid[i] ≠ 0 (absent mask: all), reward not NaN, and, when lengths or a token
 //   mask are given and exclude_empty_responses is set, at least one token (verl PR #6452: rejected

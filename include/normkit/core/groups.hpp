@@ -12,8 +12,9 @@
 // - With undeclared ids, groups are numbered by first appearance; with a
 //   declared count, group k is id k and may be empty.
 // - Resolving ragged ids costs one pass of a direct table (ids < 4n + 64) or an open-addressing
-//   hash table, and one counting sort; group_normalize reuses per-thread buffers for it. The
-//   contiguous case is pure arithmetic.
+//   hash table, and one counting sort; group_normalize reuses per-thread buffers for it. A sample
+//   whose id equals the one before takes that sample's group without a lookup, so ids in runs
+//   (verl repeats each uid n times) cost a compare each. The contiguous case is pure arithmetic.
 #pragma once
 
 #include "error.hpp"
@@ -121,13 +122,20 @@ inline std::int64_t checked_largest_id(const groups& grouping, index_type sample
 inline void number_by_table(group_layout& layout, std::vector<index_type>& dense, const groups& grouping,
                             index_type samples, std::int64_t largest, std::vector<index_type>& table) {
     table.assign(static_cast<std::size_t>(largest + 1), -1);
+    std::int64_t previous = -1;  // ids are ≥ 0: no sample matches before the first
+    index_type previous_group = -1;
     for (index_type i = 0; i < samples; ++i) {
-        index_type& slot = table[static_cast<std::size_t>(id_of(grouping, i))];
-        if (slot < 0) {
-            slot = layout.count++;
-            layout.labels.push_back(id_of(grouping, i));
+        const std::int64_t value = id_of(grouping, i);
+        if (value != previous) {  // within a run of one id (verl repeats each uid n times), no table access
+            previous = value;
+            index_type& slot = table[static_cast<std::size_t>(value)];
+            if (slot < 0) {
+                slot = layout.count++;
+                layout.labels.push_back(value);
+            }
+            previous_group = slot;
         }
-        dense[i] = slot;
+        dense[i] = previous_group;
     }
 }
 
@@ -148,8 +156,15 @@ inline void number_by_hash(group_layout& layout, std::vector<index_type>& dense,
         while (slots[slot].first >= 0 && slots[slot].first != value) slot = (slot + 1) & (capacity - 1);
         return slot;
     };
+    std::int64_t previous = -1;
+    index_type previous_group = -1;
     for (index_type i = 0; i < samples; ++i) {
         const std::int64_t value = id_of(grouping, i);
+        if (value == previous) {  // the same id as the sample before: its group, without a probe
+            dense[i] = previous_group;
+            continue;
+        }
+        previous = value;
         std::size_t slot = find(value);
         if (slots[slot].first < 0) {
             slots[slot] = {value, layout.count++};
@@ -162,7 +177,7 @@ inline void number_by_hash(group_layout& layout, std::vector<index_type>& dense,
                 slot = find(value);
             }
         }
-        dense[i] = slots[slot].second;
+        dense[i] = previous_group = slots[slot].second;
     }
 }
 

@@ -6,7 +6,9 @@
 //               pass reads those;
 //   scatter     ragged ids with a per-group mean / std (no window, no lengths): statistics by
 //               scatter over dense group numbers in sample order, so no member lists are built
-//               (they cost a random write per sample); bitwise the general path's results;
+//               (they cost a random write per sample); bitwise the general path's results. GRPO /
+//               Dr. GRPO / RLOO with nothing masked and finite rewards keep each group's sums in one
+//               32-byte record, which becomes its center and divisor (plain_scatter_groups);
 //   contiguous  GRPO / Dr. GRPO / RLOO on contiguous groups with nothing masked: one SIMD sweep per
 //               group (core::contiguous_moments), or on AVX-512 sixteen float groups per sweep
 //               (core::sixteen_group_moments).
@@ -69,6 +71,17 @@ V divisor(V variance, double eps, eps_mode placement, double scale = 1.0) {
 inline double whitened_value(double value, const core::scaled_moments& stats, double denominator) {
     const double centred = value * (1.0 / stats.scale) - stats.scaled.mean;
     return centred == 0 ? 0.0 : centred / denominator;
+}
+
+// sum + d², the way two_pass_moments' squares += w·d·d compiles: one fused multiply-add where the target
+// has FMA (GCC and clang contract that statement there), a multiply and an add where it has none. Written
+// out, so that the scatter loops give the general path's bits whatever the compiler contracts in them.
+inline double add_square(double sum, double deviation) {
+#ifdef __FMA__
+    return std::fma(deviation, deviation, sum);
+#else
+    return sum + deviation * deviation;
+#endif
 }
 
 inline void require_eps(const char* name, double eps, eps_mode placement) {
@@ -385,8 +398,133 @@ private:
         for (index_type k = 0; k < count; ++k) out_[members[k]] = advantage(members[k], values[k], scale);
     }
 
+    // Ragged GRPO / Dr. GRPO / RLOO (group mean or leave-one-out, group std or no scale) with no mask, no
+    // lengths and every reward finite: validity is then known without a per-sample test.
+    bool plain_scatter() const {
+        if (!in_.valid.empty() || !tokens_.empty()) return false;
+        if (options_.center != center_mode::group_mean && options_.center != center_mode::leave_one_out) return false;
+        if (options_.scale != scale_mode::group_std && options_.scale != scale_mode::none) return false;
+        using B = core::batch<double>;
+        constexpr index_type W = core::width<double>;
+        const index_type full = n_ - n_ % W;
+        B spread(0.0);  // r − r is 0 for finite r and NaN for NaN or ±inf, which then stays in the sum
+        for (index_type i = 0; i < full; i += W) {
+            const B value = core::load_as_double(in_.rewards.data + i);
+            spread += value - value;
+        }
+        double tail = core::horizontal_sum(spread);
+        for (index_type i = full; i < n_; ++i)
+            tail += static_cast<double>(in_.rewards[i]) - static_cast<double>(in_.rewards[i]);
+        return tail == 0;
+    }
+
+    // One group's record: its sums, then (in place, so that each pass touches one line per sample) its center,
+    // stretch and divisor. 32 bytes, two groups to a cache line.
+    struct alignas(32) group_record {
+        double field[4];
+    };
+    enum sums_field { count_field, sum_field, centred_field, squares_field };
+    enum plan_field { center_field, stretch_field, denominator_field, zeroed_field };
+
+    // plain_scatter's case: the operations of scatter_groups (so the same bits), with the accumulators of a
+    // group side by side and the next members' lines fetched ahead, since every access is to a random group.
+    void plain_scatter_groups() {
+        thread_local std::vector<group_record> records;
+        const auto groups_count = static_cast<std::size_t>(layout_->count);
+        records.assign(groups_count, group_record{{0.0, 0.0, 0.0, 0.0}});
+        group_record* record = records.data();
+        const index_type* group_of = dense_->data();
+        const T* rewards = in_.rewards.data;
+        constexpr index_type ahead = 16;
+        const index_type fetched = std::max<index_type>(n_ - ahead, 0);
+        const auto fetch = [&](index_type i) {
+            if (i < fetched) __builtin_prefetch(record + group_of[i + ahead], 1);
+        };
+        // Consecutive members of one group (ids in runs) add in registers, stored when the run ends: the same
+        // additions in the same order, without a store-to-load round trip per sample.
+        index_type current = -1;
+        double count = 0, sum = 0, centred = 0, squares = 0;
+        for (index_type i = 0; i < n_; ++i) {
+            fetch(i);
+            const index_type g = group_of[i];
+            if (g != current) {
+                if (current >= 0) {
+                    record[current].field[count_field] = count;
+                    record[current].field[sum_field] = sum;
+                }
+                current = g;
+                count = record[g].field[count_field];
+                sum = record[g].field[sum_field];
+            }
+            count += 1.0;
+            sum += static_cast<double>(rewards[i]);
+        }
+        if (current >= 0) {
+            record[current].field[count_field] = count;
+            record[current].field[sum_field] = sum;
+        }
+        for (std::size_t g = 0; g < groups_count; ++g) {
+            double* sums = record[g].field;
+            if (sums[count_field] > 0) sums[sum_field] /= sums[count_field];  // the first-pass mean
+        }
+        current = -1;
+        double mean = 0;
+        for (index_type i = 0; i < n_; ++i) {
+            fetch(i);
+            const index_type g = group_of[i];
+            if (g != current) {
+                if (current >= 0) {
+                    record[current].field[centred_field] = centred;
+                    record[current].field[squares_field] = squares;
+                }
+                current = g;
+                mean = record[g].field[sum_field];
+                centred = record[g].field[centred_field];
+                squares = record[g].field[squares_field];
+            }
+            const double deviation = static_cast<double>(rewards[i]) - mean;
+            centred += deviation;
+            squares = add_square(squares, deviation);
+        }
+        if (current >= 0) {
+            record[current].field[centred_field] = centred;
+            record[current].field[squares_field] = squares;
+        }
+        // A = (r − center)·stretch/denominator is advantage()'s arithmetic: a stretch of 1 and a denominator of 1
+        // change no bits, and a group of one under keep_raw has center 0, so its leave-one-out deviation is r.
+        bool any_zeroed = false;
+        for (std::size_t g = 0; g < groups_count; ++g) {
+            double* field = record[g].field;
+            const double count = field[count_field];
+            if (count == 0) continue;  // no member reads it
+            if (singleton_handled(count, static_cast<index_type>(g))) {
+                record[g] = group_record{{0.0, 1.0, 1.0, 1.0}};
+                any_zeroed = true;
+                continue;
+            }
+            moments stats;
+            stats.count = count;
+            stats.mean = field[sum_field] + field[centred_field] / count;
+            stats.m2 = std::max(field[squares_field] - field[centred_field] * field[centred_field] / count, 0.0);
+            const bool lonely = count == 1 && group_based_;
+            const group_scale scale = center_and_divisor(stats, lonely);
+            record[g] =
+                group_record{{lonely ? 0.0 : scale.center, scale.stretch, scaled_ ? scale.denominator : 1.0, 0.0}};
+        }
+        for (index_type i = 0; i < n_; ++i) {
+            fetch(i);
+            const double* plan = record[group_of[i]].field;
+            const double deviation = (static_cast<double>(rewards[i]) - plan[center_field]) * plan[stretch_field];
+            out_[i] = plan[zeroed_field] != 0 ? O(0) : finish(deviation / plan[denominator_field]);
+        }
+        if (any_zeroed && options_.singleton == singleton_policy::exclude)
+            for (index_type i = 0; i < n_; ++i)
+                if (record[group_of[i]].field[zeroed_field] != 0) exclude_from_whitening(i);
+    }
+
     // Ragged groups by scatter: the operations of two_pass_moments, in the member lists' order.
     void scatter_groups() {
+        if (plain_scatter()) return plain_scatter_groups();
         thread_local std::vector<double> count, sum, centred, squares;
         thread_local std::vector<group_scale> scales;
         thread_local std::vector<std::uint8_t> zeroed;
@@ -406,7 +544,7 @@ private:
             if (is_valid(i)) {
                 const double deviation = static_cast<double>(in_.rewards[i]) - sum[group_of[i]];
                 centred[group_of[i]] += deviation;
-                squares[group_of[i]] += deviation * deviation;
+                squares[group_of[i]] = add_square(squares[group_of[i]], deviation);
             }
         for (std::size_t g = 0; g < groups_count; ++g) {
             if (count[g] == 0) continue;
