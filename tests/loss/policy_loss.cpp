@@ -408,6 +408,65 @@ TEST_CASE("policy_loss writes a large aligned gradient with streaming stores, bi
     CHECK(max_abs(std::vector<double>(streamed, streamed + 1000)) > 0);
 }
 
+TEMPLATE_TEST_CASE("policy_loss without KL: the fused sequence and REINFORCE steps over tails, masks and empty rows",
+                   "[loss][policy_loss]", float, double, Eigen::bfloat16) {
+    // Without KL, ppo_clip, sapo_sequence, vespo and reinforce compute the surrogate inside the step:
+    // the reference and finite differences, then bit for bit the chunk-buffer path (use_kl_loss with
+    // β = 0 and k1 adds 0·1 to each derivative, which changes no value) and any thread count.
+    std::uint32_t seed = 1300;
+    for (const index_type cols : {1, 15, 16, 17, 33, 255, 256, 257, 300}) {
+        for (const auto surrogate : {surrogate_mode::ppo_clip, surrogate_mode::sapo_sequence, surrogate_mode::vespo,
+                                     surrogate_mode::reinforce}) {
+            for (const bool entropy : {false, true}) {
+                const auto aggregation = all_aggregations[seed % all_aggregations.size()];
+                auto options = options_for(surrogate, aggregation, loss::kl_estimator::k1, false);
+                options.use_kl_loss = false;
+                options.entropy_coefficient = entropy ? 0.01 : 0.0;
+                // vespo's defaults overflow φ on rows this long; a λ that keeps it finite.
+                options.surrogate.vespo_lambda_positive = options.surrogate.vespo_lambda_negative = 1e-4;
+                const index_type rows = 5;  // row 1 is empty (make_data)
+                const bool per_sample = (seed & 1) != 0;
+                check_policy_loss<TestType>(options, rows, cols, cols % 2, per_sample, seed);
+
+                INFO("surrogate " << static_cast<int>(surrogate) << " cols " << cols << " entropy " << entropy);
+                const auto d = make_data(rows, cols, seed, per_sample);
+                test_matrix<TestType> x(rows, cols, d.x, 1), old(rows, cols, d.old, 0), mask(rows, cols, d.mask, 0),
+                    ref(rows, cols, d.ref, 0), entropies(rows, cols, d.entropies, 0);
+                test_matrix<TestType> advantages = per_sample ? test_matrix<TestType>(rows, 1, d.per_sample, 0)
+                                                              : test_matrix<TestType>(rows, cols, d.advantages, 0);
+                loss::policy_inputs<TestType> inputs{x.view,    old.view, advantages.view,
+                                                     mask.view, ref.view, entropies.view};
+                const auto run = [&](const loss::policy_loss_options& o, std::vector<double>& g) {
+                    test_matrix<TestType> gradient(rows, cols, 0);
+                    const auto result = loss::policy_loss(inputs, gradient.view, {}, o);
+                    g = gradient.values();
+                    return result;
+                };
+                std::vector<double> fused_gradient, buffered_gradient, threaded_gradient;
+                const auto fused = run(options, fused_gradient);
+                auto buffered_options = options;
+                buffered_options.use_kl_loss = true;
+                buffered_options.kl_coefficient = 0;
+                const auto buffered = run(buffered_options, buffered_gradient);
+                auto threaded_options = options;
+                threaded_options.threads = 2;
+                const auto threaded = run(threaded_options, threaded_gradient);
+                CHECK(fused.policy_loss == buffered.policy_loss);
+                CHECK(fused.entropy_loss == buffered.entropy_loss);
+                CHECK(fused.metrics.clip_fraction == buffered.metrics.clip_fraction);
+                CHECK(fused.metrics.approx_kl == buffered.metrics.approx_kl);
+                CHECK(fused.metrics.token_count == buffered.metrics.token_count);
+                CHECK(fused.sequence_count == buffered.sequence_count);
+                CHECK(fused_gradient == buffered_gradient);
+                CHECK(fused.loss == threaded.loss);
+                CHECK(fused_gradient == threaded_gradient);
+                CHECK(max_abs(fused_gradient) > 0);
+                ++seed;
+            }
+        }
+    }
+}
+
 TEST_CASE("policy_loss rejects bad input, naming the argument", "[loss][policy_loss][errors]") {
     std::vector<double> x(12, -1.0), mask(12, 1.0), advantages(3, 1.0), gradient(12);
     loss::policy_inputs<double> inputs{

@@ -19,13 +19,17 @@
 
 namespace normkit::loss::detail {
 
-// The terms a pass computes. fused_ppo: PPO clip, the common case, is computed inside the step (no
-// per-chunk buffers); the other surrogates go through surrogate_chunk, so only one of them is
-// instantiated per KL variant.
-template <kl_estimator Estimator, bool StraightThrough, bool Kl, bool Entropy, bool FusedPpo>
+// The terms a pass computes. fused: the surrogate `mode` is computed inside the step (no per-chunk
+// buffers): PPO clip, the common case, with every KL variant, and without KL the sequence forms
+// whose per-token work is a broadcast (sapo_sequence, vespo) and reinforce; the other surrogates go
+// through surrogate_chunk, so only one of them is instantiated per KL variant. Both forms give the
+// same bits: the step evaluates the same surrogate_batch on the same batches.
+template <kl_estimator Estimator, bool StraightThrough, bool Kl, bool Entropy, bool Fused,
+          surrogate_mode Mode = surrogate_mode::ppo_clip>
 struct policy_loss_variant {
     static constexpr kl_estimator estimator = Estimator;
-    static constexpr bool straight_through = StraightThrough, kl = Kl, entropy = Entropy, fused_ppo = FusedPpo;
+    static constexpr bool straight_through = StraightThrough, kl = Kl, entropy = Entropy, fused = Fused;
+    static constexpr surrogate_mode mode = Mode;
 };
 
 // The pass moves five times the gradient's bytes (four inputs and the gradient), so past this many
@@ -45,6 +49,16 @@ struct policy_loss_pass {
     surrogate_parameters<C> surrogate;
     bool sequence = false, binary = true, stream = false;
     C beta = 0, entropy_coefficient = 0, kl_limit = std::numeric_limits<C>::infinity();
+};
+
+// What the per-batch step reads of the pass, copied into the chunk loop's own frame: read through
+// the pass's reference, every value would be loaded again after each vector store (xsimd's
+// stores may alias anything), and the copy's address never leaves the inlined loop.
+template <class C>
+struct policy_step_constants {
+    surrogate_parameters<C> surrogate;
+    C beta, kl_limit;
+    bool kl_clamp, kl_bias_correction, stream, binary;
 };
 
 // The per-chunk buffers of one thread's rows.
@@ -75,17 +89,16 @@ struct policy_chunk {
     T *gradient, *entropy_gradient;
 };
 
-// ℓ and ∂ℓ/∂x of one batch: computed here (fused PPO) or read from the chunk's buffers.
+// ℓ and ∂ℓ/∂x of one batch: computed here (a fused variant) or read from the chunk's buffers.
 template <class V, class T, class C = core::compute_t<T>>
-[[gnu::always_inline]] inline void surrogate_step(const policy_loss_pass<T>& pass, const policy_chunk<T>& chunk,
+[[gnu::always_inline]] inline void surrogate_step(const policy_step_constants<C>& k, const policy_chunk<T>& chunk,
                                                   const policy_loss_buffers<T>& buffers, index_type i, index_type c,
                                                   const core::batch<C>& mv, const core::batch_mask<C>& selected,
                                                   const sequence_state<C>& state, surrogate_sums<C>& metrics,
                                                   core::batch<C>& ell, core::batch<C>& g) {
-    if constexpr (V::fused_ppo) {
-        const auto terms = surrogate_batch<surrogate_mode::ppo_clip>(pass.surrogate, state, core::load(chunk.x + i, c),
-                                                                     core::load(chunk.old + i, c),
-                                                                     core::load(chunk.advantages + i, c));
+    if constexpr (V::fused) {
+        const auto terms = surrogate_batch<V::mode>(k.surrogate, state, core::load(chunk.x + i, c),
+                                                    core::load(chunk.old + i, c), core::load(chunk.advantages + i, c));
         metrics.add(terms, mv, selected);
         ell = terms.loss;
         g = terms.derivative;
@@ -97,10 +110,10 @@ template <class V, class T, class C = core::compute_t<T>>
 
 // The gradient of one batch, a·m·g (0 where m = 0), streamed when the pass streams and the batch is whole.
 template <class T, class C>
-[[gnu::always_inline]] inline void store_gradient(const policy_loss_pass<T>& pass, T* gradient_row, index_type c,
+[[gnu::always_inline]] inline void store_gradient(const policy_step_constants<C>& k, T* gradient_row, index_type c,
                                                   const core::batch<C>& value) {
     if constexpr (std::is_same_v<T, float>) {
-        if (pass.stream && c == core::width<C>) {
+        if (k.stream && c == core::width<C>) {
             core::store_stream(gradient_row, value);
             return;
         }
@@ -111,23 +124,23 @@ template <class T, class C>
 // The optional terms of one batch: β·∂k/∂x added to g and m·k to the row's KL sum (kl.hpp); m·H to
 // its entropy sum (whose gradient, −c_H·a_i·m, needs no per-token value).
 template <class V, class T, class C = core::compute_t<T>>
-[[gnu::always_inline]] inline void kl_entropy_step(const policy_loss_pass<T>& pass, const policy_chunk<T>& chunk,
-                                                   index_type i, index_type c, const core::batch<C>& mv,
-                                                   const core::batch_mask<C>& selected, core::batch<C>& g,
-                                                   policy_row<C>& row) {
+[[gnu::always_inline]] inline void kl_entropy_step(const policy_step_constants<C>& constants,
+                                                   const policy_chunk<T>& chunk, index_type i, index_type c,
+                                                   const core::batch<C>& mv, const core::batch_mask<C>& selected,
+                                                   core::batch<C>& g, policy_row<C>& row) {
     using core::batch;
     const batch<C> zero(C(0));
     if constexpr (V::kl) {
         batch<C> k, gk;
         const batch<C> x = core::load(chunk.x + i, c);
-        kl_batch<V::estimator, V::straight_through>(x, core::load(chunk.reference + i, c), pass.options.kl.clamp,
-                                                    pass.kl_limit, k, gk);
-        if (pass.options.kl.bias_correction) {  // TRL: k·r with r undetached
+        kl_batch<V::estimator, V::straight_through>(x, core::load(chunk.reference + i, c), constants.kl_clamp,
+                                                    constants.kl_limit, k, gk);
+        if (constants.kl_bias_correction) {  // TRL: k·r with r undetached
             const batch<C> r = core::exp(x - core::load(chunk.old + i, c));
             gk = (gk + k) * r;
             k *= r;
         }
-        g += batch<C>(pass.beta) * gk;
+        g += batch<C>(constants.beta) * gk;
         row.kl += xsimd::select(selected, mv * k, zero);
     }
     if constexpr (V::entropy) row.entropy += xsimd::select(selected, mv * core::load(chunk.entropies + i, c), zero);
@@ -135,7 +148,7 @@ template <class V, class T, class C = core::compute_t<T>>
 
 // One batch of tokens: the surrogate, the KL and entropy terms, both gradients, and the row's sums.
 template <class V, class T, class C = core::compute_t<T>>
-[[gnu::always_inline]] inline void policy_step(const policy_loss_pass<T>& pass, const policy_chunk<T>& chunk,
+[[gnu::always_inline]] inline void policy_step(const policy_step_constants<C>& k, const policy_chunk<T>& chunk,
                                                const policy_loss_buffers<T>& buffers, index_type i, index_type c,
                                                const sequence_state<C>& state, policy_row<C>& row,
                                                surrogate_sums<C>& metrics) {
@@ -143,19 +156,19 @@ template <class V, class T, class C = core::compute_t<T>>
     const batch<C> zero(C(0)), one(C(1)), infinity(std::numeric_limits<C>::infinity());
     const auto mv = core::load(chunk.mask + i, c);
     const auto selected = mv != zero;
-    const auto bad = pass.binary ? (selected & (mv != one)) : !((mv >= zero) & (mv < infinity));
+    const auto bad = k.binary ? (selected & (mv != one)) : !((mv >= zero) & (mv < infinity));
     batch<C> ell, g;
-    surrogate_step<V>(pass, chunk, buffers, i, c, mv, selected, state, metrics, ell, g);
+    surrogate_step<V>(k, chunk, buffers, i, c, mv, selected, state, metrics, ell, g);
     if (chunk.selection)
-        select_step(pass.surrogate, core::load(chunk.selection + i, c), core::load(chunk.x + i, c),
+        select_step(k.surrogate, core::load(chunk.selection + i, c), core::load(chunk.x + i, c),
                     core::load(chunk.old + i, c), ell, g);
     if (chunk.is_weights) {  // the rollout correction weighs the surrogate only, not KL or entropy
         const auto w = core::load(chunk.is_weights + i, c);
         ell *= w;
         g *= w;
     }
-    kl_entropy_step<V>(pass, chunk, i, c, mv, selected, g, row);
-    if (chunk.gradient) store_gradient(pass, chunk.gradient + i, c, xsimd::select(selected, row.a * mv * g, zero));
+    kl_entropy_step<V>(k, chunk, i, c, mv, selected, g, row);
+    if (chunk.gradient) store_gradient(k, chunk.gradient + i, c, xsimd::select(selected, row.a * mv * g, zero));
     if (chunk.entropy_gradient)
         core::store(chunk.entropy_gradient + i, xsimd::select(selected, row.entropy_scale * mv, zero), c);
     row.policy += xsimd::select(selected, mv * ell, zero);
@@ -179,7 +192,7 @@ template <class V, class T, class C = core::compute_t<T>>
         mode == surrogate_mode::kl_cov || mode == surrogate_mode::clip_cov ? reader.selection(offset, n) : nullptr;
     // vespo folds the weights into its sequence weight φ (surrogate.hpp) rather than multiplying ℓ.
     chunk.is_weights = pass.options.surrogate.mode == surrogate_mode::vespo ? nullptr : reader.is_weights(offset, n);
-    if constexpr (!V::fused_ppo)
+    if constexpr (!V::fused)
         surrogate_chunk(pass.surrogate, state, chunk.x, chunk.old, chunk.advantages, chunk.mask, n, buffers.loss.values,
                         buffers.derivative.values, metrics);
     chunk.reference =
@@ -188,8 +201,21 @@ template <class V, class T, class C = core::compute_t<T>>
         V::entropy ? compute_chunk(pass.inputs.entropies.row(row_index) + offset, n, buffers.entropy.values) : nullptr;
     chunk.gradient = pass.gradient.empty() ? nullptr : pass.gradient.row(row_index) + offset;
     chunk.entropy_gradient = pass.entropy_gradient.empty() ? nullptr : pass.entropy_gradient.row(row_index) + offset;
-    for (index_type i = 0; i < n; i += core::width<C>)
-        policy_step<V>(pass, chunk, buffers, i, std::min(core::width<C>, n - i), state, row, metrics);
+    // The loop's own copies of the constants and of the row's sums (see policy_step_constants): the
+    // row's sums are read by add_row_sums, so their address is taken, and a store could alias them.
+    const policy_step_constants<C> constants{
+        pass.surrogate, pass.beta,  pass.kl_limit, pass.options.kl.clamp, pass.options.kl.bias_correction,
+        pass.stream,    pass.binary};
+    const policy_chunk<T> local = chunk;
+    policy_row<C> sums = row;
+    surrogate_sums<C> token_metrics = metrics;
+    // Whole batches with a constant count (no tail test in the loads), then the tail.
+    constexpr index_type lanes = core::width<C>;
+    index_type i = 0;
+    for (; i + lanes <= n; i += lanes) policy_step<V>(constants, local, buffers, i, lanes, state, sums, token_metrics);
+    if (i < n) policy_step<V>(constants, local, buffers, i, n - i, state, sums, token_metrics);
+    row = sums;
+    metrics = token_metrics;
 }
 
 // Per row, partial[] gets: the three aggregated terms (×a_i), the metrics (clipped, lower, x_old − x,
@@ -219,13 +245,19 @@ void policy_loss_row(const policy_loss_pass<T>& pass, policy_loss_buffers<T>& bu
     using C = core::compute_t<T>;
     const index_type cols = pass.inputs.log_probs.cols;
     buffers.reader.start(row_index);
-    const C a = static_cast<C>(pass.plan.scale(pass.plan.row_count(mask_row(pass.inputs.mask, row_index), cols)));
-    policy_row<C> row;
-    row.a = core::batch<C>(a);
-    row.entropy_scale = core::batch<C>(-pass.entropy_coefficient * a);
     const sequence_state<C> state =
         pass.sequence ? sequence_row(pass.surrogate, buffers.reader, static_cast<const matrix_view<const T>*>(nullptr))
                       : sequence_state<C>{};
+    // The sequence sweep's Σm is the row count a_i needs, with no sweep of its own: a sum of zeros
+    // and ones is exact in any order (a mask the binary rule rejects fails the call after the pass).
+    const T* mask = mask_row(pass.inputs.mask, row_index);
+    const double count = pass.sequence && pass.binary && scale_needs_row_count(pass.plan.options)
+                             ? state.count
+                             : pass.plan.row_count(mask, cols);
+    const C a = static_cast<C>(pass.plan.scale(count));
+    policy_row<C> row;
+    row.a = core::batch<C>(a);
+    row.entropy_scale = core::batch<C>(-pass.entropy_coefficient * a);
     surrogate_sums<C> metrics;
     for (index_type offset = 0; offset < cols; offset += chunk_size)
         policy_chunk_pass<V>(pass, buffers, row_index, offset, std::min(chunk_size, cols - offset), state, row,
@@ -251,13 +283,28 @@ const double* run_policy_loss(const policy_loss_pass<T>& pass) {
     const auto& options = pass.options;
     const bool entropy = options.entropy_coefficient != 0, ppo = options.surrogate.mode == surrogate_mode::ppo_clip;
     if (!options.use_kl_loss) {
-        return core::with_flags(
-            [&](auto with_entropy, auto fused) {
-                return policy_loss_rows<policy_loss_variant<kl_estimator::k1, false, false,
-                                                            decltype(with_entropy)::value, decltype(fused)::value>>(
-                    pass);
-            },
-            entropy, ppo);
+        const auto without_kl = [&](auto fused, auto mode) {
+            return core::with_flags(
+                [&](auto with_entropy) {
+                    return policy_loss_rows<
+                        policy_loss_variant<kl_estimator::k1, false, false, decltype(with_entropy)::value,
+                                            decltype(fused)::value, decltype(mode)::value>>(pass);
+                },
+                entropy);
+        };
+        using M = surrogate_mode;
+        switch (options.surrogate.mode) {
+            case M::ppo_clip:
+                return without_kl(std::true_type{}, std::integral_constant<M, M::ppo_clip>{});
+            case M::sapo_sequence:
+                return without_kl(std::true_type{}, std::integral_constant<M, M::sapo_sequence>{});
+            case M::vespo:
+                return without_kl(std::true_type{}, std::integral_constant<M, M::vespo>{});
+            case M::reinforce:
+                return without_kl(std::true_type{}, std::integral_constant<M, M::reinforce>{});
+            default:
+                return without_kl(std::false_type{}, std::integral_constant<M, M::ppo_clip>{});
+        }
     }
     return with_kl_estimator(options.kl, [&](auto estimator, auto straight) {
         return core::with_flags(

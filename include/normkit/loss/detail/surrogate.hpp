@@ -157,6 +157,7 @@ struct sequence_state {
     C phi_positive = 1, phi_negative = 1;  // vespo: φ_i for A ≥ 0 and A < 0; sapo_sequence: the gates for A > 0, A ≤ 0
     C passes = 1;                          // gspo_token: 1 if z ≤ 10 (the clamp passes the gradient)
     C gradient_scale = 0;                  // gspo_sequence, gmpo: D_i·s_i/n_i with D_i = Σ_t v_t ∂ℓ_t/∂s
+    double count = 0;                      // Σ_t m_t, the row's n_i
 };
 
 template <class C>
@@ -464,6 +465,7 @@ sequence_state<core::compute_t<T>> sequence_row(const surrogate_parameters<core:
         positive += static_cast<double>(sums[2]);
         negative += static_cast<double>(sums[3]);
     }
+    state.count = count;
     const double z = count > 0 ? log_ratio_sum / count : 0.0;
     if (p.mode == surrogate_mode::vespo) {
         vespo_factors(p, log_ratio_sum, state);
