@@ -1,5 +1,6 @@
 // Spans (SCRL), turns (A²TGPO, MAPO, GTPO, token broadcast) and returns/GAE
 // against tests/reference/credit.hpp, with properties.
+#include "credit/fixtures.hpp"
 #include "reference/credit.hpp"
 #include "support.hpp"
 
@@ -26,22 +27,6 @@ std::vector<double> holed_mask(index_type rows, index_type cols, std::uint32_t s
 template <class T>
 double tolerance_for() {
     return std::is_same_v<T, double> ? 1e-12 : 3e-6;
-}
-
-reference::turn_rows turn_rows_of(const std::vector<double>& table, index_type cols,
-                                  const std::vector<index_type>& count) {
-    reference::turn_rows rows(count.size());
-    for (std::size_t i = 0; i < count.size(); ++i)
-        for (index_type t = 0; t < count[i]; ++t) rows[i].push_back(table[i * cols + t]);
-    return rows;
-}
-
-std::vector<double> table_of(const reference::turn_rows& rows, index_type cols, double padding = 0.0) {
-    std::vector<double> table(rows.size() * cols, padding);
-    for (std::size_t i = 0; i < rows.size(); ++i)
-        for (std::size_t t = 0; t < rows[i].size() && static_cast<index_type>(t) < cols; ++t)
-            table[i * cols + t] = rows[i][t];
-    return table;
 }
 
 }  // namespace

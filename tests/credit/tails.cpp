@@ -2,6 +2,7 @@
 // lengths around every batch width (1, 7, 8, 9, 15, 16, 17, 33, 130) and row counts that leave a
 // partial block (the four-row GAE and OTB chains, the eight-row turn recursions), with masks,
 // empty rows and degenerate cells, against tests/reference/credit.hpp.
+#include "credit/fixtures.hpp"
 #include "reference/credit.hpp"
 #include "support.hpp"
 
@@ -23,33 +24,6 @@ const std::vector<index_type> tail_lengths = {1, 7, 8, 9, 15, 16, 17, 33, 130};
 template <class T>
 double tolerance_of() {
     return std::is_same_v<T, double> ? 1e-12 : 3e-6;
-}
-
-// Row i valid for a random length (row `empty_row` none), with holes when `holes`.
-std::vector<double> tail_mask(index_type rows, index_type cols, std::uint32_t seed, bool holes, index_type empty_row) {
-    std::mt19937 generator(seed);
-    std::vector<double> mask(rows * cols, 0.0);
-    for (index_type i = 0; i < rows; ++i) {
-        if (i == empty_row) continue;
-        const index_type length = 1 + static_cast<index_type>(generator() % static_cast<std::uint32_t>(cols));
-        for (index_type t = 0; t < length; ++t) mask[i * cols + t] = (holes && generator() % 5 == 0) ? 0.0 : 1.0;
-    }
-    return mask;
-}
-
-reference::turn_rows rows_of(const std::vector<double>& table, index_type cols, const std::vector<index_type>& count) {
-    reference::turn_rows rows(count.size());
-    for (std::size_t i = 0; i < count.size(); ++i)
-        for (index_type t = 0; t < count[i]; ++t) rows[i].push_back(table[i * cols + t]);
-    return rows;
-}
-
-std::vector<double> dense_of(const reference::turn_rows& rows, index_type cols, double padding = 0.0) {
-    std::vector<double> table(rows.size() * cols, padding);
-    for (std::size_t i = 0; i < rows.size(); ++i)
-        for (std::size_t t = 0; t < rows[i].size() && static_cast<index_type>(t) < cols; ++t)
-            table[i * cols + t] = rows[i][t];
-    return table;
 }
 
 }  // namespace
@@ -79,14 +53,14 @@ TEMPLATE_TEST_CASE("turn kernels over tails and partial row blocks match the ref
             for (index_type i = 0; i < rows; ++i)
                 for (index_type t = count[i]; t < cols; ++t) values[i * cols + t] = std::nan("");
             test_matrix<T> table(rows, cols, values, 1), out(rows, cols, 2), clip(rows, cols, 1);
-            const auto turns = rows_of(values, cols, count);
+            const auto turns = turn_rows_of(values, cols, count);
             for (auto scope : {credit::normalization_scope::group, credit::normalization_scope::batch}) {
                 credit::mapo_options options;
                 options.immediate_scope = scope;
                 options.gamma = 0.8;
                 credit::mapo_advantages(table.view, count, normkit::group_ids(joined), out.view, options);
                 CHECK(
-                    relative_error(out.values(), dense_of(reference::mapo(turns, ids, 0.5, 0.8, 1e-8,
+                    relative_error(out.values(), table_of(reference::mapo(turns, ids, 0.5, 0.8, 1e-8,
                                                                           scope == credit::normalization_scope::batch),
                                                           cols)) < tolerance_of<T>() * 4);
                 CHECK(out.padding_untouched());
@@ -97,7 +71,7 @@ TEMPLATE_TEST_CASE("turn kernels over tails and partial row blocks match the ref
                 credit::gtpo_advantages(table.view, count, normkit::group_ids(joined), out.view, options);
                 CHECK(relative_error(
                           out.values(),
-                          dense_of(reference::gtpo(turns, ids, 0.9, scope == credit::gtpo_scope::turn_index, 1, 1e-6),
+                          table_of(reference::gtpo(turns, ids, 0.9, scope == credit::gtpo_scope::turn_index, 1, 1e-6),
                                    cols)) < tolerance_of<T>() * 4);
             }
             const auto outcome = stored<T>(random_values(rows, seed++));
@@ -105,8 +79,8 @@ TEMPLATE_TEST_CASE("turn kernels over tails and partial row blocks match the ref
                                       clip.view);
             reference::turn_rows expected, expected_clip;
             reference::a2tgpo(turns, ids, outcome, 1.0, 0.3, 0.3, 0, 1e-6, expected, expected_clip);
-            CHECK(relative_error(out.values(), dense_of(expected, cols)) < tolerance_of<T>() * 4);
-            CHECK(relative_error(clip.values(), dense_of(expected_clip, cols, 1.0)) < tolerance_of<T>() * 4);
+            CHECK(relative_error(out.values(), table_of(expected, cols)) < tolerance_of<T>() * 4);
+            CHECK(relative_error(clip.values(), table_of(expected_clip, cols, 1.0)) < tolerance_of<T>() * 4);
             CHECK(clip.padding_untouched());
         }
 }
@@ -119,7 +93,7 @@ TEMPLATE_TEST_CASE("cort_weights over tails matches the reference", "[credit][co
         for (index_type cols : tail_lengths) {
             const index_type rows = 5;
             INFO(type_name<T>() << " " << rows << "x" << cols << " mapping " << static_cast<int>(mapping));
-            const auto mask_values = tail_mask(rows, cols, seed++, true, 3);
+            const auto mask_values = random_mask(rows, cols, seed++, true, 3);
             auto rubric_values = random_values(rows * cols, seed++, -2.0, 1.5),
                  free_values = random_values(rows * cols, seed++, -2.0, 1.5);
             for (std::size_t k = 0; k < mask_values.size(); ++k)
@@ -164,7 +138,7 @@ TEMPLATE_TEST_CASE("optimal_token_baseline over tails and partial row blocks mat
             for (bool compact : {false, true}) {
                 const auto rows = static_cast<index_type>(ids.size());
                 INFO(type_name<T>() << " " << rows << "x" << cols << " compact " << compact);
-                const auto mask_values = tail_mask(rows, cols, seed++, true, 1);
+                const auto mask_values = random_mask(rows, cols, seed++, true, 1);
                 auto rewards = random_values(rows * cols, seed++);
                 auto log_p = random_values(rows * cols, seed++, -1.0, 0.8);
                 std::vector<double> sum_p2(rows * cols), rho = random_values(rows * cols, seed++, 1.0, 0.2);
@@ -203,7 +177,7 @@ TEMPLATE_TEST_CASE("generalized_advantage_estimation: rows in blocks give each r
         for (index_type cols : tail_lengths) {
             const index_type rows = 7;  // a block of four and a partial one
             INFO(type_name<T>() << " " << rows << "x" << cols << " rule " << static_cast<int>(rule));
-            const auto mask_values = tail_mask(rows, cols, seed++, true, 2);
+            const auto mask_values = random_mask(rows, cols, seed++, true, 2);
             const auto r = random_values(rows * cols, seed++), v = random_values(rows * cols, seed++);
             test_matrix<T> R(rows, cols, r), V(rows, cols, v), M(rows, cols, mask_values), A(rows, cols, 1),
                 G(rows, cols, 1);

@@ -1,5 +1,6 @@
 // Token weights and advantages (broadcast, CoRT, optimal token baseline,
 // top-entropy mask, HAPO) against tests/reference/credit.hpp, with properties.
+#include "credit/fixtures.hpp"
 #include "reference/credit.hpp"
 #include "support.hpp"
 
@@ -15,20 +16,6 @@ using namespace normkit;
 using namespace normkit::testing;
 
 namespace {
-
-// A response mask: row i valid for a random length, with a few interior holes
-// (tool observations) when `holes`, and row `empty_row` all masked.
-std::vector<double> random_mask(index_type rows, index_type cols, std::uint32_t seed, bool holes,
-                                index_type empty_row = -1) {
-    std::mt19937 generator(seed);
-    std::vector<double> mask(rows * cols, 0.0);
-    for (index_type i = 0; i < rows; ++i) {
-        if (i == empty_row) continue;
-        const index_type length = 1 + static_cast<index_type>(generator() % static_cast<std::uint32_t>(cols));
-        for (index_type t = 0; t < length; ++t) mask[i * cols + t] = (holes && generator() % 5 == 0) ? 0.0 : 1.0;
-    }
-    return mask;
-}
 
 template <class T>
 double token_tolerance() {
