@@ -71,8 +71,7 @@ void pointwise_forward(matrix_view<const T> x, vector_view<const T> weight, vect
                 // One explicit fma for γ·f + β: left to the compiler, the contraction can
                 // differ between the copies of this body (streaming or not, one row or two),
                 // and with it the last bit.
-                const auto row_value = [function, weight, bias, has_weight, has_bias](const T* in, index_type i,
-                                                                                      index_type count) {
+                const auto row_value = [=](const T* in, index_type i, index_type count) {  // copies: see write_two_rows
                     core::prefetch_ahead(in, i);
                     const auto value = function(core::load(in + i, count));
                     if constexpr (has_weight && has_bias)
