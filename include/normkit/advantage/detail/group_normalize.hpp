@@ -440,56 +440,44 @@ private:
         const auto fetch = [&](index_type i) {
             if (i < fetched) __builtin_prefetch(record + group_of[i + ahead], 1);
         };
-        // Consecutive members of one group (ids in runs) add in registers, stored when the run ends: the same
-        // additions in the same order, without a store-to-load round trip per sample.
-        index_type current = -1;
-        double count = 0, sum = 0, centred = 0, squares = 0;
-        for (index_type i = 0; i < n_; ++i) {
-            fetch(i);
-            const index_type g = group_of[i];
-            if (g != current) {
-                if (current >= 0) {
-                    record[current].field[count_field] = count;
-                    record[current].field[sum_field] = sum;
+        // Adds step's two sums of every sample into its group's record fields (first, second). Consecutive
+        // members of one group (ids in runs) add in registers, stored when the run ends: the same additions in
+        // the same order, without a store-to-load round trip per sample.
+        const auto sweep_in_runs = [&](auto first, auto second, auto&& step) {
+            index_type current = -1;
+            double a = 0, b = 0;
+            const auto store_run = [&] {
+                if (current < 0) return;
+                record[current].field[first] = a;
+                record[current].field[second] = b;
+            };
+            for (index_type i = 0; i < n_; ++i) {
+                fetch(i);
+                const index_type g = group_of[i];
+                if (g != current) {
+                    store_run();
+                    current = g;
+                    a = record[g].field[first];
+                    b = record[g].field[second];
                 }
-                current = g;
-                count = record[g].field[count_field];
-                sum = record[g].field[sum_field];
+                step(i, record[g].field, a, b);
             }
+            store_run();
+        };
+        sweep_in_runs(count_field, sum_field, [&](index_type i, const double*, double& count, double& sum) {
             count += 1.0;
             sum += static_cast<double>(rewards[i]);
-        }
-        if (current >= 0) {
-            record[current].field[count_field] = count;
-            record[current].field[sum_field] = sum;
-        }
+        });
         for (std::size_t g = 0; g < groups_count; ++g) {
             double* sums = record[g].field;
             if (sums[count_field] > 0) sums[sum_field] /= sums[count_field];  // the first-pass mean
         }
-        current = -1;
-        double mean = 0;
-        for (index_type i = 0; i < n_; ++i) {
-            fetch(i);
-            const index_type g = group_of[i];
-            if (g != current) {
-                if (current >= 0) {
-                    record[current].field[centred_field] = centred;
-                    record[current].field[squares_field] = squares;
-                }
-                current = g;
-                mean = record[g].field[sum_field];
-                centred = record[g].field[centred_field];
-                squares = record[g].field[squares_field];
-            }
-            const double deviation = static_cast<double>(rewards[i]) - mean;
-            centred += deviation;
-            squares = add_square(squares, deviation);
-        }
-        if (current >= 0) {
-            record[current].field[centred_field] = centred;
-            record[current].field[squares_field] = squares;
-        }
+        sweep_in_runs(centred_field, squares_field,
+                      [&](index_type i, const double* fields, double& centred, double& squares) {
+                          const double deviation = static_cast<double>(rewards[i]) - fields[sum_field];
+                          centred += deviation;
+                          squares = add_square(squares, deviation);
+                      });
         // A = (r − center)·stretch/denominator is advantage()'s arithmetic: a stretch of 1 and a denominator of 1
         // change no bits, and a group of one under keep_raw has center 0, so its leave-one-out deviation is r.
         bool any_zeroed = false;
