@@ -257,15 +257,18 @@ inline void narrow_bfloat16(std::uint16_t* destination, const B& value) {
 // on every number but not on NaN payloads (F16C keeps them, Eigen writes
 // 0x7e00 and keeps no payload when widening an sNaN quiet). A batch holding a
 // NaN therefore takes the scalar loop, so every bit matches static_cast.
+// The loop is a call, never inlined: sixteen of Eigen's software conversions at every fp16 load
+// and store of a flattened kernel made its functions hundreds of KiB (minutes to compile, and
+// instruction-cache misses on the path NaN-free data takes).
 template <class B>
-inline B widen_half_scalar(const Eigen::half* source) {
+[[gnu::noinline, gnu::cold]] B widen_half_scalar(const Eigen::half* source) {
     alignas(64) float buffer[B::size];
     for (std::size_t lane = 0; lane < B::size; ++lane) buffer[lane] = static_cast<float>(source[lane]);
     return B::load_aligned(buffer);
 }
 
 template <class B>
-inline void narrow_half_scalar(Eigen::half* destination, const B& value) {
+[[gnu::noinline, gnu::cold]] void narrow_half_scalar(Eigen::half* destination, const B& value) {
     alignas(64) float buffer[B::size];
     value.store_aligned(buffer);
     for (std::size_t lane = 0; lane < B::size; ++lane) destination[lane] = static_cast<Eigen::half>(buffer[lane]);
