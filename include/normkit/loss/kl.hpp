@@ -96,7 +96,12 @@ template <kl_estimator E, bool StraightThrough, class C>
         }
     }
     if constexpr (StraightThrough) gradient = d;
-    // limit is +inf when absent: the select then keeps every lane.
+    // limit is +inf when absent: the clamp keeps every value, and |k| ≤ ∞ fails only where k is
+    // NaN, so the one compare left is k = k (same lanes, same bits).
+    if (limit == std::numeric_limits<C>::infinity()) {
+        gradient = xsimd::select(value == value, gradient, batch<C>(C(0)));
+        return;
+    }
     const batch<C> cap(limit);
     gradient = xsimd::select(absolute(value) <= cap, gradient, batch<C>(C(0)));
     value = minimum(maximum(value, -cap), cap);

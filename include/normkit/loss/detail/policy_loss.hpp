@@ -99,7 +99,10 @@ template <class V, class T, class C = core::compute_t<T>>
     if constexpr (V::fused) {
         const auto terms = surrogate_batch<V::mode>(k.surrogate, state, core::load(chunk.x + i, c),
                                                     core::load(chunk.old + i, c), core::load(chunk.advantages + i, c));
-        metrics.add(terms, mv, selected);
+        if constexpr (sets_clip_flags(V::mode))
+            metrics.add(terms, mv, selected);
+        else
+            metrics.add_unclipped(terms, mv, selected);
         ell = terms.loss;
         g = terms.derivative;
     } else {

@@ -506,7 +506,20 @@ struct surrogate_sums {
         negative_log_ratio += xsimd::select(selected, mask * terms.negative_log_ratio, zero);
         tokens += mask;
     }
+    // add for a surrogate that leaves both clip flags 0 (sets_clip_flags): their sums stay 0 for a
+    // finite mask ≥ 0 (m·0 = 0), the only masks policy_loss accepts, so they are not summed.
+    [[gnu::always_inline]] void add_unclipped(const token_terms<C>& terms, const core::batch<C>& mask,
+                                              const core::batch_mask<C>& selected) {
+        negative_log_ratio += xsimd::select(selected, mask * terms.negative_log_ratio, core::batch<C>(C(0)));
+        tokens += mask;
+    }
 };
+
+// Whether surrogate M sets token_terms::clipped or clipped_lower (the others leave both 0).
+constexpr bool sets_clip_flags(surrogate_mode mode) {
+    return mode != surrogate_mode::sapo_sequence && mode != surrogate_mode::vespo &&
+           mode != surrogate_mode::reinforce && mode != surrogate_mode::gft;
+}
 
 // One chunk: ℓ and the derivative into buffers, the masked metrics into `sums`.
 template <surrogate_mode M, class C>
