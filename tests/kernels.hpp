@@ -44,10 +44,10 @@
     X(normkit::norm::detail::logit_norm_loss, T)             \
     X(normkit::loss::detail::policy_loss, T)
 
-#define NORMKIT_TEST_KERNELS(X)                   \
-    NORMKIT_TEST_KERNELS_OF(X, float)             \
-    NORMKIT_TEST_KERNELS_OF(X, double)            \
-    NORMKIT_TEST_KERNELS_OF(X, Eigen::bfloat16)   \
+#define NORMKIT_TEST_KERNELS(X)                 \
+    NORMKIT_TEST_KERNELS_OF(X, float)           \
+    NORMKIT_TEST_KERNELS_OF(X, double)          \
+    NORMKIT_TEST_KERNELS_OF(X, Eigen::bfloat16) \
     NORMKIT_TEST_KERNELS_OF(X, Eigen::half)
 
 #define NORMKIT_EXTERN_KERNEL(kernel, T) extern template decltype(kernel<T>) kernel<T>;
