@@ -501,10 +501,9 @@ struct surrogate_sums {
     [[gnu::always_inline]] void add(const token_terms<C>& terms, const core::batch<C>& mask,
                                     const core::batch_mask<C>& selected) {
         const core::batch<C> zero(C(0));
+        add_unclipped(terms, mask, selected);
         clipped += xsimd::select(selected, mask * terms.clipped, zero);
         clipped_lower += xsimd::select(selected, mask * terms.clipped_lower, zero);
-        negative_log_ratio += xsimd::select(selected, mask * terms.negative_log_ratio, zero);
-        tokens += mask;
     }
     // add for a surrogate that leaves both clip flags 0 (sets_clip_flags): their sums stay 0 for a
     // finite mask ≥ 0 (m·0 = 0), the only masks policy_loss accepts, so they are not summed.
