@@ -30,6 +30,9 @@ struct policy_loss_variant {
     static constexpr kl_estimator estimator = Estimator;
     static constexpr bool straight_through = StraightThrough, kl = Kl, entropy = Entropy, fused = Fused;
     static constexpr surrogate_mode mode = Mode;
+    // The fused sapo_sequence pass reads x and old in the row's sequence sweep only: its ℓ and
+    // ∂ℓ/∂x are per-row values, and that sweep also takes the metric Σ m·(old − x).
+    static constexpr bool sequence_sweep_only = Fused && Mode == surrogate_mode::sapo_sequence;
 };
 
 // The pass moves five times the gradient's bytes (four inputs and the gradient), so past this many
@@ -96,7 +99,12 @@ template <class V, class T, class C = core::compute_t<T>>
                                                   const core::batch<C>& mv, const core::batch_mask<C>& selected,
                                                   const sequence_state<C>& state, surrogate_sums<C>& metrics,
                                                   core::batch<C>& ell, core::batch<C>& g) {
-    if constexpr (V::fused) {
+    if constexpr (V::sequence_sweep_only) {
+        ell = sapo_sequence_loss(state, core::load(chunk.advantages + i, c));
+        g = core::batch<C>(state.gradient_scale);
+        metrics.tokens += mv;  // the sequence sweep took the log-ratio metric
+        static_cast<void>(selected);
+    } else if constexpr (V::fused) {
         const auto terms = surrogate_batch<V::mode>(k.surrogate, state, core::load(chunk.x + i, c),
                                                     core::load(chunk.old + i, c), core::load(chunk.advantages + i, c));
         if constexpr (sets_clip_flags(V::mode))
@@ -186,8 +194,8 @@ template <class V, class T, class C = core::compute_t<T>>
                                                      surrogate_sums<C>& metrics) {
     auto& reader = buffers.reader;
     policy_chunk<T> chunk;
-    chunk.x = reader.x(offset, n);
-    chunk.old = reader.old(offset, n, chunk.x);
+    chunk.x = V::sequence_sweep_only ? nullptr : reader.x(offset, n);
+    chunk.old = V::sequence_sweep_only ? nullptr : reader.old(offset, n, chunk.x);
     chunk.advantages = reader.advantages(offset, n);
     chunk.mask = reader.mask(offset, n);
     const auto mode = pass.options.surrogate.mode;
@@ -248,8 +256,10 @@ void policy_loss_row(const policy_loss_pass<T>& pass, policy_loss_buffers<T>& bu
     using C = core::compute_t<T>;
     const index_type cols = pass.inputs.log_probs.cols;
     buffers.reader.start(row_index);
+    surrogate_sums<C> metrics;
     const sequence_state<C> state =
-        pass.sequence ? sequence_row(pass.surrogate, buffers.reader, static_cast<const matrix_view<const T>*>(nullptr))
+        pass.sequence ? sequence_row(pass.surrogate, buffers.reader, static_cast<const matrix_view<const T>*>(nullptr),
+                                     V::sequence_sweep_only ? &metrics : nullptr)
                       : sequence_state<C>{};
     // The sequence sweep's Σm is the row count a_i needs, with no sweep of its own: a sum of zeros
     // and ones is exact in any order (a mask the binary rule rejects fails the call after the pass).
@@ -261,7 +271,6 @@ void policy_loss_row(const policy_loss_pass<T>& pass, policy_loss_buffers<T>& bu
     policy_row<C> row;
     row.a = core::batch<C>(a);
     row.entropy_scale = core::batch<C>(-pass.entropy_coefficient * a);
-    surrogate_sums<C> metrics;
     for (index_type offset = 0; offset < cols; offset += chunk_size)
         policy_chunk_pass<V>(pass, buffers, row_index, offset, std::min(chunk_size, cols - offset), state, row,
                              metrics);

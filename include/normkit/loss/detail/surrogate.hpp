@@ -221,6 +221,13 @@ template <class C>
     out.clipped = xsimd::select(on_clip, one, zero);
 }
 
+// sapo_sequence's ℓ = −A·σ(τ(s_i − 1))·4/τ: the gate is one value per row and sign of A (sequence_row).
+template <class C>
+[[gnu::always_inline]] inline core::batch<C> sapo_sequence_loss(const sequence_state<C>& row, const core::batch<C>& a) {
+    return -a *
+           xsimd::select(a > core::batch<C>(C(0)), core::batch<C>(row.phi_positive), core::batch<C>(row.phi_negative));
+}
+
 // ℓ, ∂ℓ/∂x and the metric flags of one batch of tokens under surrogate M. Forced inline, as the
 // fused policy-loss step calls it per batch: a call would pass the batches through memory.
 template <surrogate_mode M, class C>
@@ -273,8 +280,7 @@ template <surrogate_mode M, class C>
         out.loss = -a * sigma * (C(4) / tau);
         out.derivative = xsimd::select(passes, -a * C(4) * sigma * complement * r, zero);
     } else if constexpr (M == surrogate_mode::sapo_sequence) {
-        // The gate σ(τ(s_i − 1))·4/τ is one value per row and sign of A (sequence_row).
-        out.loss = -a * xsimd::select(a > zero, batch<C>(row.phi_positive), batch<C>(row.phi_negative));
+        out.loss = sapo_sequence_loss(row, a);
         out.derivative = batch<C>(row.gradient_scale);
         out.negative_log_ratio = -raw;
     } else if constexpr (M == surrogate_mode::dppo_tv || M == surrogate_mode::dppo_kl) {
@@ -432,17 +438,45 @@ double vespo_log_weights(const C* weights, index_type n) {
     return sum;
 }
 
+// Masked sums a row accumulates lane-wise (reduced once per row).
+template <class C>
+struct surrogate_sums {
+    // Parentheses, not braces: a braced batch is xsimd's lane-by-lane initializer list.
+    core::batch<C> clipped = core::batch<C>(C(0)), clipped_lower = core::batch<C>(C(0)),
+                   negative_log_ratio = core::batch<C>(C(0)), tokens = core::batch<C>(C(0));
+
+    [[gnu::always_inline]] void add(const token_terms<C>& terms, const core::batch<C>& mask,
+                                    const core::batch_mask<C>& selected) {
+        const core::batch<C> zero(C(0));
+        add_unclipped(terms, mask, selected);
+        clipped += xsimd::select(selected, mask * terms.clipped, zero);
+        clipped_lower += xsimd::select(selected, mask * terms.clipped_lower, zero);
+    }
+    // add for a surrogate that leaves both clip flags 0 (sets_clip_flags): their sums stay 0 for a
+    // finite mask ≥ 0 (m·0 = 0), the only masks policy_loss accepts, so they are not summed.
+    [[gnu::always_inline]] void add_unclipped(const token_terms<C>& terms, const core::batch<C>& mask,
+                                              const core::batch_mask<C>& selected) {
+        negative_log_ratio += xsimd::select(selected, mask * terms.negative_log_ratio, core::batch<C>(C(0)));
+        tokens += mask;
+    }
+};
+
 // The sequence state of the current row. `weights` (upstream ∂loss/∂ℓ, same shape) gives D_i; when
-// absent, D_i uses the mask (the caller then multiplies by its row scale a_i).
+// absent, D_i uses the mask (the caller then multiplies by its row scale a_i). With `metric`, the
+// sweep also adds the metric Σ m·(old − x) into metric->negative_log_ratio, batch by batch in the
+// order a chunk pass adds it (surrogate_sums::add_unclipped), so to the same bits: the fused
+// sapo_sequence pass then needs neither x nor old again (sapo_sequence_step).
 template <class T>
 sequence_state<core::compute_t<T>> sequence_row(const surrogate_parameters<core::compute_t<T>>& p,
-                                                row_reader<T>& reader, const matrix_view<const T>* weights) {
+                                                row_reader<T>& reader, const matrix_view<const T>* weights,
+                                                surrogate_sums<core::compute_t<T>>* metric = nullptr) {
     using C = core::compute_t<T>;
     using core::batch;
     sequence_state<C> state;
     const index_type cols = reader.inputs.log_probs.cols;
     double count = 0, log_ratio_sum = 0, positive = 0, negative = 0;
     const batch<C> zero(C(0));
+    batch<C> metric_sum = metric ? metric->negative_log_ratio : zero;  // a local: kept in a register
     for (index_type offset = 0; offset < cols; offset += chunk_size) {
         const index_type n = std::min(chunk_size, cols - offset);
         const C* x = reader.x(offset, n);
@@ -455,7 +489,9 @@ sequence_state<core::compute_t<T>> sequence_row(const surrogate_parameters<core:
             const auto selected = mv != zero;
             const auto av = core::load(a + i, c);
             const auto va = xsimd::select(selected, core::load(v + i, c) * av, zero);
-            const auto g = sequence_log_ratio(p, core::load(x + i, c), core::load(old + i, c), av);
+            const auto xv = core::load(x + i, c), oldv = core::load(old + i, c);
+            const auto g = sequence_log_ratio(p, xv, oldv, av);
+            if (metric) metric_sum += xsimd::select(selected, mv * -(xv - oldv), zero);
             return std::array<batch<C>, 4>{mv, xsimd::select(selected, mv * g, zero),
                                            xsimd::select(av > zero, va, zero), xsimd::select(av < zero, va, zero)};
         });
@@ -465,6 +501,7 @@ sequence_state<core::compute_t<T>> sequence_row(const surrogate_parameters<core:
         positive += static_cast<double>(sums[2]);
         negative += static_cast<double>(sums[3]);
     }
+    if (metric) metric->negative_log_ratio = metric_sum;
     state.count = count;
     const double z = count > 0 ? log_ratio_sum / count : 0.0;
     if (p.mode == surrogate_mode::vespo) {
@@ -490,29 +527,6 @@ sequence_state<core::compute_t<T>> sequence_row(const surrogate_parameters<core:
     }
     return state;
 }
-
-// Masked sums a row accumulates lane-wise (reduced once per row).
-template <class C>
-struct surrogate_sums {
-    // Parentheses, not braces: a braced batch is xsimd's lane-by-lane initializer list.
-    core::batch<C> clipped = core::batch<C>(C(0)), clipped_lower = core::batch<C>(C(0)),
-                   negative_log_ratio = core::batch<C>(C(0)), tokens = core::batch<C>(C(0));
-
-    [[gnu::always_inline]] void add(const token_terms<C>& terms, const core::batch<C>& mask,
-                                    const core::batch_mask<C>& selected) {
-        const core::batch<C> zero(C(0));
-        add_unclipped(terms, mask, selected);
-        clipped += xsimd::select(selected, mask * terms.clipped, zero);
-        clipped_lower += xsimd::select(selected, mask * terms.clipped_lower, zero);
-    }
-    // add for a surrogate that leaves both clip flags 0 (sets_clip_flags): their sums stay 0 for a
-    // finite mask ≥ 0 (m·0 = 0), the only masks policy_loss accepts, so they are not summed.
-    [[gnu::always_inline]] void add_unclipped(const token_terms<C>& terms, const core::batch<C>& mask,
-                                              const core::batch_mask<C>& selected) {
-        negative_log_ratio += xsimd::select(selected, mask * terms.negative_log_ratio, core::batch<C>(C(0)));
-        tokens += mask;
-    }
-};
 
 // Whether surrogate M sets token_terms::clipped or clipped_lower (the others leave both 0).
 constexpr bool sets_clip_flags(surrogate_mode mode) {
