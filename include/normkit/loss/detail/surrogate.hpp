@@ -465,7 +465,7 @@ struct surrogate_sums {
 // absent, D_i uses the mask (the caller then multiplies by its row scale a_i). With `metric`, the
 // sweep also adds the metric Σ m·(old − x) into metric->negative_log_ratio, batch by batch in the
 // order a chunk pass adds it (surrogate_sums::add_unclipped), so to the same bits: the fused
-// sapo_sequence pass then needs neither x nor old again (sapo_sequence_step).
+// sapo_sequence pass then needs neither x nor old again (policy_loss.hpp, surrogate_step).
 template <class T>
 sequence_state<core::compute_t<T>> sequence_row(const surrogate_parameters<core::compute_t<T>>& p,
                                                 row_reader<T>& reader, const matrix_view<const T>* weights,
