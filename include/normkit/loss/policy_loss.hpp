@@ -16,9 +16,10 @@
 // The pass reads each input once: rows are walked in L1-sized chunks (the surrogate, KL and
 // aggregation of a chunk share its loads), and the sequence forms read their row twice (the second
 // time from cache; sapo_sequence's second sweep reads only the mask and advantages). A mode whose
-// a_i needs a whole-batch count the caller did not give first reads the mask once (aggregate.hpp). A float gradient larger than the caches, with 64-byte aligned rows,
-// is written with non-temporal stores (no read-for-ownership of lines overwritten whole); the values
-// are the same bits either way, and any thread count gives the same bits.
+// a_i needs a whole-batch count the caller did not give first reads the mask once (aggregate.hpp).
+// A float gradient larger than the caches, with 64-byte aligned rows, is written with non-temporal
+// stores (no read-for-ownership of lines overwritten whole); the values are the same bits either
+// way, and any thread count gives the same bits.
 //
 // Degenerate input: an all-masked batch gives loss 0 and a zero gradient; masked tokens get exactly
 // 0 gradient whatever their (even NaN) inputs; an empty batch gives 0.
