@@ -1,7 +1,9 @@
 // The core layer: views, storage conversion, row reductions, the fixed-partition reduction.
 #include "support.hpp"
 
+#include <normkit/core/group_moments.hpp>
 #include <normkit/core/math.hpp>
+#include <normkit/core/transpose.hpp>
 #include <normkit/core/parallel.hpp>
 #include <normkit/core/reduce.hpp>
 #include <normkit/core/stream.hpp>
@@ -11,6 +13,7 @@
 #include <string>
 #include <cmath>
 #include <numeric>
+#include <random>
 
 using namespace normkit;
 using namespace normkit::testing;
@@ -402,6 +405,82 @@ void check_fused(C half_ulp_bit) {
 TEST_CASE("core::fma and core::fnma are fused on every compiler where the target fuses", "[core][math]") {
     check_fused<float>(std::ldexp(1.0f, -12));
     check_fused<double>(std::ldexp(1.0, -27));
+}
+
+TEST_CASE("transpose_lanes swaps lane j of row i with lane i of row j", "[core][transpose]") {
+    constexpr std::size_t L = core::batch<float>::size;
+    core::float_register rows[L];
+    for (std::size_t i = 0; i < L; ++i) {
+        alignas(64) float row[L];
+        for (std::size_t j = 0; j < L; ++j) row[j] = static_cast<float>(100 * i + j);
+        rows[i] = core::batch<float>::load_aligned(row);
+    }
+    core::transpose_lanes(rows);
+    int misplaced = 0;
+    for (std::size_t i = 0; i < L; ++i)
+        for (std::size_t j = 0; j < L; ++j) misplaced += core::batch<float>(rows[i]).get(j) != 100.0f * j + i;
+    CHECK(misplaced == 0);
+}
+
+// The lane sweep's arithmetic, one group at a time: the shifted sums in member order, the squares
+// rounded once where the target fuses (core::fma), the finish as written-out fused multiply-adds.
+// Equal bits here are what makes every FMA instruction set's sweep give the same bits.
+moments shifted_group_moments(const float* x, index_type size) {
+    const auto fused = [](double a, double b, double c) {
+#ifdef __FMA__
+        return std::fma(a, b, c);
+#else
+        return a * b + c;
+#endif
+    };
+    const double shift = x[0], inverse_count = 1.0 / static_cast<double>(size);
+    double sum = 0, square = 0;
+    for (index_type k = 1; k < size; ++k) {
+        const double deviation = static_cast<double>(x[k]) - shift;
+        sum += deviation;
+        square = fused(deviation, deviation, square);
+    }
+    moments result;
+    const bool finite = shift - shift == 0 && sum - sum == 0 && square - square == 0;
+    result.mean = finite ? fused(sum, inverse_count, shift) : std::numeric_limits<double>::quiet_NaN();
+    const double spread = fused(-(sum * sum), inverse_count, square);
+    result.m2 = spread > 0 ? spread : 0.0;
+    return result;
+}
+
+TEST_CASE("sixteen_group_moments gives each group the bits of its own shifted sums", "[core][group_moments]") {
+    std::mt19937 generator(41);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (index_type size : {2, 3, 5, 8, 16, 17, 33, 100}) {
+        INFO("size " << size);
+        std::vector<float> x(static_cast<std::size_t>(16 * size));
+        for (index_type g = 0; g < 16; ++g)
+            for (index_type k = 0; k < size; ++k)
+                x[static_cast<std::size_t>(g * size + k)] =
+                    std::ldexp(1.0f, static_cast<int>(g) - 4) * uniform(generator) +
+                    (g % 3 == 0 ? 1e6f : 0.0f);                                                   // scales and offsets
+        for (index_type k = 0; k < size; ++k) x[static_cast<std::size_t>(2 * size + k)] = 0.95f;  // constant
+        x[static_cast<std::size_t>(4 * size + size - 1)] = std::numeric_limits<float>::quiet_NaN();
+        x[static_cast<std::size_t>(6 * size)] = std::numeric_limits<float>::infinity();  // the shift itself
+        x[static_cast<std::size_t>(11 * size + size / 2)] = -std::numeric_limits<float>::infinity();
+        core::sixteen_moments result;
+        core::sixteen_group_moments(x.data(), size, result);
+        for (index_type g = 0; g < 16; ++g) {
+            INFO("group " << g);
+            const moments expected = shifted_group_moments(x.data() + g * size, size);
+            if (std::isnan(expected.mean)) {
+                CHECK(std::isnan(result.mean[g]));
+                continue;
+            }
+            CHECK(result.mean[g] == expected.mean);
+            CHECK(result.m2[g] == expected.m2);
+        }
+        CHECK(result.m2[2] == 0.0);
+        CHECK(result.mean[2] == static_cast<double>(0.95f));
+        CHECK(std::isnan(result.mean[4]));
+        CHECK(std::isnan(result.mean[6]));
+        CHECK(std::isnan(result.mean[11]));
+    }
 }
 
 // The float tanh and erf (core/math.hpp), xsimd's and the fast rational forms: a

@@ -5,9 +5,11 @@
 //   contiguous_moments(x, n)                 two passes over x[0 .. n) with double accumulators in
 //                                            SIMD batches (lane sums, then a horizontal sum), the
 //                                            rounding correction of two_pass_moments
-//   sixteen_group_moments(x, size, result)   (AVX-512, float) 16 groups of `size` values at once,
+//   sixteen_group_moments(x, size, result)   (float) 16 groups of `size` values, one float batch's
+//                                            lanes at once (16 on AVX-512, 8 on AVX2, 4 on SSE2),
 //                                            one group per lane, by shifted one-pass sums over
-//                                            x − x₀ (x₀ the group's first value)
+//                                            x − x₀ (x₀ the group's first value); the same bits on
+//                                            every instruction set with FMA
 //
 // With x₀ a member of the group, the shifted sums' variance has relative
 // rounding error O(n²·ε) in double, and a constant group has Σ(x − x₀) = 0
@@ -20,7 +22,6 @@
 #include "moments.hpp"
 #include "simd.hpp"
 #include "transpose.hpp"
-#include "tuning.hpp"
 #include "types.hpp"
 
 #include <algorithm>
@@ -64,73 +65,63 @@ struct sixteen_moments {
     alignas(64) double mean[16], m2[16];
 };
 
-#if defined(__AVX512F__)
-inline constexpr bool has_sixteen_group_moments = tuning::chosen.sixteen_group_moments;
-
 namespace detail {
 
-inline __m512d widen_low_half(__m512 v) {
-    return _mm512_maskz_cvtps_pd(__mmask8(0xff),
-                                 _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xf), _mm512_castps_pd(v), 0)));
-}
-
-inline __m512d widen_high_half(__m512 v) {
-    return _mm512_maskz_cvtps_pd(__mmask8(0xff),
-                                 _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(__mmask8(0xf), _mm512_castps_pd(v), 1)));
-}
-
-// mean = x₀ + Σ·(1/n) and M2 = max(Σ² − (Σ)²·(1/n), 0), eight groups per instruction (a multiply by
-// the reciprocal: a vector divide issues once in 16 cycles); mean NaN where a sum is not finite.
-inline void finish_eight_groups(__m512d shift, __m512d sum, __m512d square, double inverse_count, double* mean,
-                                double* m2) {
-    const __m512d scale = _mm512_set1_pd(inverse_count), zero = _mm512_setzero_pd();
-    const auto finite = [&](__m512d v) { return _mm512_cmp_pd_mask(_mm512_sub_pd(v, v), zero, _CMP_EQ_OQ); };
-    const __mmask8 ok = finite(shift) & finite(sum) & finite(square);
-    _mm512_store_pd(mean, _mm512_mask_blend_pd(ok, _mm512_set1_pd(std::numeric_limits<double>::quiet_NaN()),
-                                               _mm512_add_pd(shift, _mm512_mul_pd(sum, scale))));
-    _mm512_store_pd(
-        m2, _mm512_maskz_max_pd(__mmask8(0xff), _mm512_sub_pd(square, _mm512_mul_pd(_mm512_mul_pd(sum, sum), scale)),
-                                zero));
+// The groups of one float batch's lanes (L = width<float>: 16 on AVX-512, 8 on AVX2, 4 on SSE2),
+// group g of `size` values at x + g·size, lane g of every accumulator. Each lane's arithmetic is
+// the same sequence of double operations whatever L is, so every instruction set with fused
+// multiply-adds gives the same bits (SSE2 rounds the squares apart).
+inline void lane_group_moments(const float* x, index_type size, double inverse_count, double* mean, double* m2) {
+    using F = batch<float>;
+    using D = batch<double>;
+    constexpr index_type L = width<float>, H = width<double>;  // H = L/2: a half of the lanes
+    D shift[2] = {D(0.0), D(0.0)}, sum[2] = {D(0.0), D(0.0)}, square[2] = {D(0.0), D(0.0)};
+    // Tiles of L columns: the L groups' values j₀ … j₀ + L − 1, read as rows and transposed, so
+    // that column j holds the j-th value of every group, one group per lane.
+    for (index_type tile = 0; tile < size; tile += L) {
+        const index_type columns = std::min<index_type>(L, size - tile);
+        float_register column[L];
+        for (index_type g = 0; g < L; ++g) column[g] = load(x + g * size + tile, columns);
+        transpose_lanes(column);
+        index_type k = 0;
+        if (tile == 0) {
+            const auto first = widen_float(F(column[0]));
+            shift[0] = first[0];
+            shift[1] = first[1];
+            k = 1;
+        }
+        for (; k < columns; ++k) {
+            const auto halves = widen_float(F(column[k]));
+            for (int h = 0; h < 2; ++h) {
+                const D deviation = halves[h] - shift[h];
+                sum[h] += deviation;
+                square[h] = core::fma(deviation, deviation, square[h]);
+            }
+        }
+    }
+    // mean = x₀ + Σ·(1/n) and M2 = max(Σ² − (Σ)²·(1/n), 0), with a multiply by the reciprocal (a
+    // vector divide issues once in 16 cycles), each a written-out fused multiply-add so that no
+    // compiler's contraction choice changes a bit; mean NaN where a sum is not finite.
+    const D scale(inverse_count), zero(0.0), not_a_number(std::numeric_limits<double>::quiet_NaN());
+    for (int h = 0; h < 2; ++h) {
+        const auto finite = [&](const D& v) { return (v - v) == zero; };
+        const auto ok = finite(shift[h]) && finite(sum[h]) && finite(square[h]);
+        xsimd::select(ok, core::fma(sum[h], scale, shift[h]), not_a_number).store_unaligned(mean + h * H);
+        const D spread = core::fnma(sum[h] * sum[h], scale, square[h]);
+        xsimd::select(spread > zero, spread, zero).store_unaligned(m2 + h * H);
+    }
 }
 
 }  // namespace detail
 
-// Sixteen contiguous groups of `size` floats starting at x (group g at x + g·size).
+// Sixteen contiguous groups of `size` floats starting at x (group g at x + g·size), in sweeps of
+// one float batch's lanes.
 inline void sixteen_group_moments(const float* x, index_type size, sixteen_moments& result) {
-    __m512d shift_low = _mm512_setzero_pd(), shift_high = _mm512_setzero_pd();
-    __m512d sum_low = _mm512_setzero_pd(), sum_high = _mm512_setzero_pd(), square_low = _mm512_setzero_pd(),
-            square_high = _mm512_setzero_pd();
-    // Tiles of 16 columns: the 16 groups' values j₀ … j₀ + 15, read as rows and transposed, so that
-    // column j holds the j-th value of every group, one group per lane.
-    for (index_type tile = 0; tile < size; tile += 16) {
-        const index_type columns = std::min<index_type>(16, size - tile);
-        const __mmask16 present = static_cast<__mmask16>((1u << columns) - 1u);
-        __m512 column[16];
-        for (int g = 0; g < 16; ++g) column[g] = _mm512_maskz_loadu_ps(present, x + g * size + tile);
-        transpose_sixteen(column);
-        index_type k = 0;
-        if (tile == 0) {
-            shift_low = detail::widen_low_half(column[0]);
-            shift_high = detail::widen_high_half(column[0]);
-            k = 1;
-        }
-        for (; k < columns; ++k) {
-            const __m512d low = _mm512_sub_pd(detail::widen_low_half(column[k]), shift_low);
-            const __m512d high = _mm512_sub_pd(detail::widen_high_half(column[k]), shift_high);
-            sum_low = _mm512_add_pd(sum_low, low);
-            sum_high = _mm512_add_pd(sum_high, high);
-            square_low = _mm512_fmadd_pd(low, low, square_low);
-            square_high = _mm512_fmadd_pd(high, high, square_high);
-        }
-    }
+    constexpr index_type L = width<float>;
+    static_assert(16 % L == 0, "sixteen groups in whole sweeps");
     const double inverse_count = 1.0 / static_cast<double>(size);
-    detail::finish_eight_groups(shift_low, sum_low, square_low, inverse_count, result.mean, result.m2);
-    detail::finish_eight_groups(shift_high, sum_high, square_high, inverse_count, result.mean + 8, result.m2 + 8);
+    for (index_type first = 0; first < 16; first += L)
+        detail::lane_group_moments(x + first * size, size, inverse_count, result.mean + first, result.m2 + first);
 }
-#else
-inline constexpr bool has_sixteen_group_moments = false;
-
-inline void sixteen_group_moments(const float*, index_type, sixteen_moments&) {}
-#endif
 
 }  // namespace normkit::core

@@ -1,18 +1,28 @@
-// In-register transposition of a 16 × 16 tile of floats (AVX-512).
+// In-register transposition of a square tile of floats, one float batch per row.
 //
-//   transpose_sixteen(rows)   rows[i] lane j ↔ rows[j] lane i
+//   transpose_lanes(rows)     rows[i] lane j ↔ rows[j] lane i, for rows of width<float> lanes
+//                             (16 × 16 on AVX-512, 8 × 8 on AVX, 4 × 4 on SSE2)
+//   transpose_sixteen(rows)   the AVX-512 form on raw registers
 //
-// Four rounds of in-lane and cross-lane shuffles, 64 in all, instead of 16
-// gathers of 16 loads each. maskz forms throughout: the unmasked ones'
-// undefined source trips GCC 12's -Wmaybe-uninitialized.
+// Rounds of in-lane and cross-lane shuffles (64 for 16 × 16, 24 for 8 × 8,
+// 8 for 4 × 4) instead of a gather per column. The AVX-512 forms are maskz
+// throughout: the unmasked ones' undefined source trips GCC 12's
+// -Wmaybe-uninitialized. Moves bits only: every ISA gives the same lanes.
 #pragma once
 
-#if defined(__AVX512F__)
+#include "simd.hpp"
+
+#include <utility>
+
+#if defined(__SSE2__)
 #include <immintrin.h>
+#endif
 
 namespace normkit::core {
 
-inline void transpose_sixteen(__m512 rows[16]) {
+#if defined(__AVX512F__)
+
+[[gnu::always_inline]] inline void transpose_sixteen(__m512 rows[16]) {
     const __mmask16 all = 0xffff;
     __m512 t[16];
     for (int i = 0; i < 16; i += 2) {
@@ -40,7 +50,52 @@ inline void transpose_sixteen(__m512 rows[16]) {
         rows[k + 8] = _mm512_maskz_shuffle_f32x4(all, t[k], t[k + 8], 0xdd);
     }
 }
+#endif
+
+#if defined(__AVX__)
+[[gnu::always_inline]] inline void transpose_eight(__m256 rows[8]) {
+    __m256 t[8], s[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(rows[i], rows[i + 1]);  // a0 b0 a1 b1 | a4 b4 a5 b5
+        t[i + 1] = _mm256_unpackhi_ps(rows[i], rows[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        s[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);  // a0 b0 c0 d0 | a4 b4 c4 d4
+        s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int k = 0; k < 4; ++k) {
+        rows[k] = _mm256_permute2f128_ps(s[k], s[k + 4], 0x20);
+        rows[k + 4] = _mm256_permute2f128_ps(s[k], s[k + 4], 0x31);
+    }
+}
+#endif
+
+// One float batch's registers (L = width<float> of them), transposed in place. Raw registers, not
+// batches in a std::array: an array of batches is moved through memory by GCC, registers stay.
+using float_register = batch<float>::register_type;
+
+template <std::size_t L>
+[[gnu::always_inline]] inline void transpose_lanes(float_register (&rows)[L]) {
+    static_assert(L == batch<float>::size, "a square tile: one row per lane");
+#if defined(__AVX512F__)
+    if constexpr (L == 16) return transpose_sixteen(rows);
+#endif
+#if defined(__AVX__)
+    if constexpr (L == 8) return transpose_eight(rows);
+#endif
+#if defined(__SSE2__)
+    if constexpr (L == 4) {
+        _MM_TRANSPOSE4_PS(rows[0], rows[1], rows[2], rows[3]);
+        return;
+    }
+#endif
+    alignas(64) float tile[L][L];
+    for (std::size_t i = 0; i < L; ++i) batch<float>(rows[i]).store_aligned(tile[i]);
+    for (std::size_t i = 0; i < L; ++i)
+        for (std::size_t j = 0; j < i; ++j) std::swap(tile[i][j], tile[j][i]);
+    for (std::size_t i = 0; i < L; ++i) rows[i] = batch<float>::load_aligned(tile[i]);
+}
 
 }  // namespace normkit::core
-
-#endif

@@ -13,8 +13,6 @@
 //   reciprocal_estimate     the rational tanh / erf divide by a 14-bit      yes          no        no
 //                           reciprocal and a Newton step instead of the
 //                           one divider (AVX-512's rcp14 only)
-//   sixteen_group_moments   16 contiguous float groups per sweep of the     yes          no        no
-//                           GRPO-family normalizers (16 float lanes only)
 //
 // Chosen at run time from the CPU's vendor (cpuid), where two hosts of one instruction set
 // disagree:
@@ -55,13 +53,12 @@ struct choices {
     std::size_t prefetch_bytes;
     std::size_t stream_above_bytes;
     bool reciprocal_estimate;
-    bool sixteen_group_moments;
 };
 
 inline constexpr choices table[] = {
-    /* avx512 */ {2048, std::size_t(32) << 20, true, true},
-    /* avx2   */ {2048, std::size_t(32) << 20, false, false},
-    /* sse2   */ {2048, std::size_t(32) << 20, false, false},
+    /* avx512 */ {2048, std::size_t(32) << 20, true},
+    /* avx2   */ {2048, std::size_t(32) << 20, false},
+    /* sse2   */ {2048, std::size_t(32) << 20, false},
 };
 
 inline constexpr choices chosen = table[static_cast<int>(target)];

@@ -9,9 +9,10 @@
 //               (they cost a random write per sample); bitwise the general path's results. GRPO /
 //               Dr. GRPO / RLOO with nothing masked and finite rewards keep each group's sums in one
 //               32-byte record, which becomes its center and divisor (plain_scatter_groups);
-//   contiguous  GRPO / Dr. GRPO / RLOO on contiguous groups with nothing masked: one SIMD sweep per
-//               group (core::contiguous_moments), or on AVX-512 sixteen float groups per sweep
-//               (core::sixteen_group_moments).
+//   contiguous  GRPO / Dr. GRPO / RLOO on contiguous groups with nothing masked: blocks of sixteen
+//               float groups, one group per SIMD lane (core::sixteen_group_moments); double
+//               rewards and a last partial block take one SIMD sweep per group
+//               (core::contiguous_moments).
 // All three take a group's center and divisor from one step, center_and_divisor, and D(v)
 // from one function, divisor, which the sixteen-group path applies to batches of lanes.
 // Whitening follows over the whole output.
@@ -554,7 +555,7 @@ private:
     }
 
     // Writes (x − μ)/D(v) for contiguous group g, given μ, D(v) and 1/D(v).
-    void write_scaled(index_type g, double group_mean, double denominator, double reciprocal) {
+    [[gnu::always_inline]] void write_scaled(index_type g, double group_mean, double denominator, double reciprocal) {
         const index_type size = layout_->size;
         const T* x = in_.rewards.data + g * size;
         O* y = out_.data + g * size;
@@ -654,7 +655,7 @@ private:
                                }
                                for (index_type b = begin; b < end; ++b) {
                                    const index_type first = b * block, last = std::min(first + block, count);
-                                   if constexpr (std::is_same_v<T, float> && core::has_sixteen_group_moments) {
+                                   if constexpr (std::is_same_v<T, float>) {
                                        if (last - first == block && layout_->size <= (index_type(1) << 26)) {
                                            sixteen_groups(first, scratch);
                                            continue;
