@@ -175,7 +175,7 @@ TEMPLATE_TEST_CASE("generalized_advantage_estimation: rows in blocks give each r
     std::uint32_t seed = 1100;
     for (auto rule : {return_mask_rule::carry, return_mask_rule::discount_through})
         for (index_type cols : tail_lengths) {
-            const index_type rows = 7;  // a block of four and a partial one
+            const index_type rows = 19;  // blocks of a double batch's rows (2, 4 or 8) and a partial one
             INFO(type_name<T>() << " " << rows << "x" << cols << " rule " << static_cast<int>(rule));
             const auto mask_values = random_mask(rows, cols, seed++, true, 2);
             const auto r = random_values(rows * cols, seed++), v = random_values(rows * cols, seed++);

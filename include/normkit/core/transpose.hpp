@@ -3,6 +3,8 @@
 //   transpose_lanes(rows)     rows[i] lane j ↔ rows[j] lane i, for rows of width<float> lanes
 //                             (16 × 16 on AVX-512, 8 × 8 on AVX, 4 × 4 on SSE2)
 //   transpose_sixteen(rows)   the AVX-512 form on raw registers
+//   load_double_columns / store_double_columns
+//                             W × W floats (W = width<double>) ↔ W double batches, one per column
 //
 // Rounds of in-lane and cross-lane shuffles (64 for 16 × 16, 24 for 8 × 8,
 // 8 for 4 × 4) instead of a gather per column. The AVX-512 forms are maskz
@@ -71,6 +73,65 @@ namespace normkit::core {
     }
 }
 #endif
+
+// W × W floats (W = width<double>), row k at rows[k] + j, as W double batches' lanes, one per
+// column (columns[c] lane k = rows[k][j + c]), widened exactly; and back, rounded to nearest as
+// static_cast<float> rounds. With AVX-512 or AVX: a transpose of half-width float registers;
+// otherwise lane by lane. For a sweep along the columns of W rows at once, one row per lane.
+// (maskz conversions: the unmasked ones trip GCC 12 as above.)
+inline void load_double_columns(const float* const* rows, index_type j, double (*columns)[width<double>]) {
+    constexpr index_type W = width<double>;
+#if defined(__AVX512F__)
+    if constexpr (W == 8) {
+        __m256 r[8];
+        for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(rows[k] + j);
+        transpose_eight(r);
+        for (int c = 0; c < 8; ++c) _mm512_store_pd(columns[c], _mm512_maskz_cvtps_pd(__mmask8(0xff), r[c]));
+        return;
+    }
+#endif
+#if defined(__AVX__)
+    if constexpr (W == 4) {
+        __m128 r0 = _mm_loadu_ps(rows[0] + j), r1 = _mm_loadu_ps(rows[1] + j), r2 = _mm_loadu_ps(rows[2] + j),
+               r3 = _mm_loadu_ps(rows[3] + j);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        _mm256_store_pd(columns[0], _mm256_cvtps_pd(r0));
+        _mm256_store_pd(columns[1], _mm256_cvtps_pd(r1));
+        _mm256_store_pd(columns[2], _mm256_cvtps_pd(r2));
+        _mm256_store_pd(columns[3], _mm256_cvtps_pd(r3));
+        return;
+    }
+#endif
+    for (index_type k = 0; k < W; ++k)
+        for (index_type c = 0; c < W; ++c) columns[c][k] = static_cast<double>(rows[k][j + c]);
+}
+
+inline void store_double_columns(float* const* rows, index_type j, const double (*columns)[width<double>]) {
+    constexpr index_type W = width<double>;
+#if defined(__AVX512F__)
+    if constexpr (W == 8) {
+        __m256 r[8];
+        for (int c = 0; c < 8; ++c) r[c] = _mm512_maskz_cvtpd_ps(__mmask8(0xff), _mm512_load_pd(columns[c]));
+        transpose_eight(r);
+        for (int k = 0; k < 8; ++k) _mm256_storeu_ps(rows[k] + j, r[k]);
+        return;
+    }
+#endif
+#if defined(__AVX__)
+    if constexpr (W == 4) {
+        __m128 r0 = _mm256_cvtpd_ps(_mm256_load_pd(columns[0])), r1 = _mm256_cvtpd_ps(_mm256_load_pd(columns[1])),
+               r2 = _mm256_cvtpd_ps(_mm256_load_pd(columns[2])), r3 = _mm256_cvtpd_ps(_mm256_load_pd(columns[3]));
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        _mm_storeu_ps(rows[0] + j, r0);
+        _mm_storeu_ps(rows[1] + j, r1);
+        _mm_storeu_ps(rows[2] + j, r2);
+        _mm_storeu_ps(rows[3] + j, r3);
+        return;
+    }
+#endif
+    for (index_type k = 0; k < W; ++k)
+        for (index_type c = 0; c < W; ++c) rows[k][j + c] = static_cast<float>(columns[c][k]);
+}
 
 // One float batch's registers (L = width<float> of them), transposed in place. Raw registers, not
 // batches in a std::array: an array of batches is moved through memory by GCC, registers stay.

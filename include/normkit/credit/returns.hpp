@@ -44,8 +44,9 @@
 //
 // Speed target (bench/credit.cpp: generalized_advantage_estimation): at least 1.0× the
 // yardstick, the one-row backward loop of the same arithmetic (bench/yardstick.hpp). GAE is a
-// sequential recursion (A_t needs A_{t+1}), so it is not held to a fraction of memcpy; four rows
-// run together so that four chains overlap, each row to the bits it has alone (tested).
+// sequential recursion (A_t needs A_{t+1}), so it is not held to a fraction of memcpy; the rows
+// run a row per SIMD lane (a double batch's rows together, their columns staged in L1 tiles), so
+// that the chains of that many rows overlap, each row to the bits it has alone (tested).
 #pragma once
 
 #include "../core/returns.hpp"

@@ -170,7 +170,7 @@ index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const 
         auto bad = zero != zero;
         for (index_type t = 0; t < full; t += cort_lanes) {
             const cort_batch c = core::load_as_double(r + t) - core::load_as_double(f + t);
-            bad = bad | (!(core::load_as_double(m + t) == zero) & xsimd::isnan(c));
+            bad = bad | ((!(core::load_as_double(m + t) == zero)) & xsimd::isnan(c));
         }
         bool any = xsimd::any(bad);
         for (index_type t = full; t < cols; ++t) any = any || (is_valid(m[t]) && std::isnan(contrast_of(r, f, t)));

@@ -2,10 +2,13 @@
 // masked backward recursion (core/returns.hpp).
 #pragma once
 
+#include "../../core/simd.hpp"
+#include "../../core/transpose.hpp"
 #include "../token_data.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 namespace normkit::credit::detail {
 
@@ -40,6 +43,92 @@ void discounted_returns(matrix_view<const T> rewards, matrix_view<const T> mask,
             });
 }
 
+// Columns [start, start + columns) of rows [first, first + count) of x as doubles, column c of the
+// tile holding row first + k in lane k (lanes from count on: 0). A full block of float rows moves
+// W × W squares by vector transposes (core::load_double_columns), the rest lane by lane.
+template <class T, index_type W = core::width<double>>
+void stage(const matrix_view<const T>& x, index_type first, index_type count, index_type start, index_type columns,
+           double (*tile)[W]) {
+    index_type c = 0;
+    if constexpr (std::is_same_v<T, float>) {
+        if (count == W) {
+            const float* rows[W];
+            for (index_type k = 0; k < W; ++k) rows[k] = x.row(first + k) + start;
+            for (; c + W <= columns; c += W) core::load_double_columns(rows, c, tile + c);
+        }
+    }
+    for (index_type k = 0; k < W; ++k) {
+        const T* row = k < count ? x.row(first + k) + start : nullptr;
+        for (index_type j = c; j < columns; ++j) tile[j][k] = row ? static_cast<double>(core::to_compute(row[j])) : 0.0;
+    }
+}
+
+// The inverse of stage for an output: lanes [0, count) of the tile's columns, rounded to T.
+template <class T, index_type W = core::width<double>>
+void unstage(const double (*tile)[W], index_type first, index_type count, index_type start, index_type columns,
+             const matrix_view<T>& y) {
+    index_type c = 0;
+    if constexpr (std::is_same_v<T, float>) {
+        if (count == W) {
+            float* rows[W];
+            for (index_type k = 0; k < W; ++k) rows[k] = y.row(first + k) + start;
+            for (; c + W <= columns; c += W) core::store_double_columns(rows, c, tile + c);
+        }
+    }
+    for (index_type k = 0; k < count; ++k) {
+        T* row = y.row(first + k) + start;
+        for (index_type j = c; j < columns; ++j) row[j] = to_storage<T>(tile[j][k]);
+    }
+}
+
+// GAE on rows [first, first + count) (count ≤ W = width<double>), a row per lane of double batches,
+// walked backwards in tiles of columns staged column-major in L1 (the recursion needs a column of
+// the rows at each step, and the rows are contiguous along the columns). The recursion of
+// core::masked_discounted_sum (carry or discount_through) with each lane's operations those of its
+// row alone, so a row's bits do not depend on the rows beside it. Lanes beyond count hold masked
+// zeros and are never written back.
+template <class T>
+void gae_lanes(const matrix_view<const T>& rewards, const matrix_view<const T>& values,
+               const matrix_view<const T>& mask, const matrix_view<T>& advantages, const matrix_view<T>& returns,
+               index_type first, index_type count, double gamma, double discount, bool through) {
+    using D = core::batch<double>;
+    constexpr index_type W = core::width<double>, tile = 128;
+    // Staged as doubles, lane k holding row first + k: r, V and m; then, in place, A and R = A + V.
+    // 128 columns (24 KiB of tiles at 8 lanes): the staging of shorter tiles waits on memory, the
+    // rows' reads being too short for the prefetchers (docs/performance.md).
+    alignas(64) double reward[tile][W], value[tile][W], valid[tile][W];
+    const D g(gamma), d(discount), zero(0.0);
+    D next(0.0), running(0.0);
+    for (index_type end = mask.cols; end > 0; end -= tile) {
+        const index_type start = std::max<index_type>(end - tile, 0), columns = end - start;
+        stage(rewards, first, count, start, columns, reward);
+        stage(values, first, count, start, columns, value);
+        stage(mask, first, count, start, columns, valid);
+        // δ_t = r_t + γ·V_next − V_t and A_t = δ_t + γλ·A_{t+1} at valid t (every t under
+        // discount_through, with r and V read as m·r and m·V: 0 where masked); carry leaves V_next
+        // and A unchanged across a masked t and stores 0 there. Valid is m ≠ 0, NaN included (is_valid).
+        for (index_type c = columns - 1; c >= 0; --c) {
+            const auto inside = !(D::load_aligned(valid[c]) == zero);
+            const D v = xsimd::select(inside, D::load_aligned(value[c]), zero);
+            const D delta = core::fma(g, next, xsimd::select(inside, D::load_aligned(reward[c]), zero)) - v;
+            D advantage;
+            if (through) {
+                next = v;
+                running = core::fma(d, running, delta);
+                advantage = running;
+            } else {
+                next = xsimd::select(inside, v, next);
+                running = xsimd::select(inside, core::fma(d, running, delta), running);
+                advantage = xsimd::select(inside, running, zero);
+            }
+            advantage.store_aligned(reward[c]);
+            (advantage + v).store_aligned(value[c]);
+        }
+        unstage(reward, first, count, start, columns, advantages);
+        if (!returns.empty()) unstage(value, first, count, start, columns, returns);
+    }
+}
+
 template <class T>
 void generalized_advantage_estimation(matrix_view<const T> rewards, matrix_view<const T> values,
                                       matrix_view<const T> mask, matrix_view<T> advantages, matrix_view<T> returns,
@@ -54,31 +143,10 @@ void generalized_advantage_estimation(matrix_view<const T> rewards, matrix_view<
     core::require_discount("lambda", options.lambda);
     core::require(options.mask_rule != return_mask_rule::reset,
                   "mask_rule: GAE takes carry or discount_through, not reset");
-    const double gamma = options.gamma, discount = options.gamma * options.lambda;
-    const bool through = options.mask_rule == return_mask_rule::discount_through;
-    // The recursion of core::masked_discounted_sum (carry or discount_through), to its bits, four
-    // rows at a time: each row's chain is sequential, and four independent chains overlap.
-    constexpr index_type block = 4;
-    for (index_type first = 0; first < mask.rows; first += block) {
-        const index_type rows = std::min(block, mask.rows - first);
-        double next_value[block] = {}, running[block] = {};
-        for (index_type t = mask.cols - 1; t >= 0; --t)
-            for (index_type k = 0; k < rows; ++k) {
-                const index_type i = first + k;
-                const bool inside = is_valid(mask(i, t));
-                // Under discount_through r and V are read as m·r and m·V at every position (OpenRLHF).
-                if (inside || through) {
-                    const double value = inside ? value_of(values, i, t) : 0.0;
-                    const double delta = (inside ? value_of(rewards, i, t) : 0.0) + gamma * next_value[k] - value;
-                    next_value[k] = value;
-                    running[k] = delta + discount * running[k];
-                }
-                const double advantage = inside || through ? running[k] : 0.0;
-                advantages(i, t) = to_storage<T>(advantage);
-                if (!returns.empty())
-                    returns(i, t) = to_storage<T>(advantage + (inside ? value_of(values, i, t) : 0.0));
-            }
-    }
+    constexpr index_type lanes = core::width<double>;
+    for (index_type first = 0; first < mask.rows; first += lanes)
+        gae_lanes(rewards, values, mask, advantages, returns, first, std::min(lanes, mask.rows - first), options.gamma,
+                  options.gamma * options.lambda, options.mask_rule == return_mask_rule::discount_through);
 }
 
 }  // namespace normkit::credit::detail
