@@ -422,6 +422,34 @@ TEST_CASE("transpose_lanes swaps lane j of row i with lane i of row j", "[core][
     CHECK(misplaced == 0);
 }
 
+TEST_CASE("load_double_columns widens a square of rows into columns; store_double_columns rounds it back",
+          "[core][transpose]") {
+    constexpr index_type W = core::width<double>;
+    std::vector<std::vector<float>> rows(W, std::vector<float>(3 * W));
+    for (index_type k = 0; k < W; ++k)
+        for (index_type j = 0; j < 3 * W; ++j) rows[k][j] = std::ldexp(1.0f + 0.001f * j, static_cast<int>(k)) - 3.0f;
+    const float* sources[W];
+    for (index_type k = 0; k < W; ++k) sources[k] = rows[k].data();
+    alignas(64) double columns[W][W];
+    core::load_double_columns(sources, W + 1, columns);  // an unaligned offset
+    int misplaced = 0;
+    for (index_type c = 0; c < W; ++c)
+        for (index_type k = 0; k < W; ++k) misplaced += columns[c][k] != static_cast<double>(rows[k][W + 1 + c]);
+    CHECK(misplaced == 0);
+    // Doubles between floats: each must round to nearest, as static_cast<float> does.
+    for (index_type c = 0; c < W; ++c)
+        for (index_type k = 0; k < W; ++k) columns[c][k] = 1.0 / 3.0 * (1 + c) + 1e-9 * k - 7.0 * k;
+    std::vector<std::vector<float>> out(W, std::vector<float>(3 * W, -1.0f));
+    float* destinations[W];
+    for (index_type k = 0; k < W; ++k) destinations[k] = out[k].data();
+    core::store_double_columns(destinations, 3, columns);
+    int wrong = 0;
+    for (index_type k = 0; k < W; ++k)
+        for (index_type j = 0; j < 3 * W; ++j)
+            wrong += out[k][j] != (j >= 3 && j < 3 + W ? static_cast<float>(columns[j - 3][k]) : -1.0f);
+    CHECK(wrong == 0);
+}
+
 // The lane sweep's arithmetic, one group at a time: the shifted sums in member order, the squares
 // rounded once where the target fuses (core::fma), the finish as written-out fused multiply-adds.
 // Equal bits here are what makes every FMA instruction set's sweep give the same bits.
