@@ -78,7 +78,8 @@ namespace normkit::core {
 // column (columns[c] lane k = rows[k][j + c]), widened exactly; and back, rounded to nearest as
 // static_cast<float> rounds. With AVX-512 or AVX: a transpose of half-width float registers;
 // otherwise lane by lane. For a sweep along the columns of W rows at once, one row per lane.
-// (maskz conversions: the unmasked ones trip GCC 12 as above.)
+// columns is aligned as a double batch (its rows are read and written as aligned batches); the
+// rows need no alignment. (maskz conversions: the unmasked ones trip GCC 12 as above.)
 inline void load_double_columns(const float* const* rows, index_type j, double (*columns)[width<double>]) {
     constexpr index_type W = width<double>;
 #if defined(__AVX512F__)
