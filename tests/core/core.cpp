@@ -2,6 +2,7 @@
 #include "support.hpp"
 
 #include <normkit/core/group_moments.hpp>
+#include <normkit/core/groups.hpp>
 #include <normkit/core/math.hpp>
 #include <normkit/core/transpose.hpp>
 #include <normkit/core/parallel.hpp>
@@ -10,6 +11,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <map>
 #include <string>
 #include <cmath>
 #include <numeric>
@@ -400,6 +402,14 @@ void check_fused(C half_ulp_bit) {
 #endif
     CHECK(core::fma(batch(C(3)), batch(C(5)), batch(C(-7))).get(batch::size - 1) == C(8));
     CHECK(core::fnma(batch(C(3)), batch(C(5)), batch(C(7))).get(batch::size - 1) == C(-8));
+    if constexpr (std::is_same_v<C, double>) {
+        // The scalar forms round as a lane of the batch forms does, fused or not.
+        const double scalar = half_ulp_bit;
+        CHECK(core::fma(1 + scalar, 1 + scalar, -(1 + 2 * scalar)) == core::fma(a, a, -rounded_square).get(0));
+        CHECK(core::fnma(1 + scalar, 1 + scalar, 1 + 2 * scalar) == core::fnma(a, a, rounded_square).get(0));
+        CHECK(core::fma(3.0, 5.0, -7.0) == 8.0);
+        CHECK(core::fnma(3.0, 5.0, 7.0) == -8.0);
+    }
 }
 
 TEST_CASE("core::fma and core::fnma are fused on every compiler where the target fuses", "[core][math]") {
@@ -502,6 +512,13 @@ TEST_CASE("sixteen_group_moments gives each group the bits of its own shifted su
             }
             CHECK(result.mean[g] == expected.mean);
             CHECK(result.m2[g] == expected.m2);
+            // core::shifted_sums, a value at a time in the group's order (the ragged scatter's form).
+            core::shifted_sums sums;
+            for (index_type k = 0; k < size; ++k) sums.add(x[static_cast<std::size_t>(g * size + k)]);
+            const moments scattered = sums.finish();
+            CHECK(scattered.count == static_cast<double>(size));
+            CHECK(scattered.mean == expected.mean);
+            CHECK(scattered.m2 == expected.m2);
         }
         CHECK(result.m2[2] == 0.0);
         CHECK(result.mean[2] == static_cast<double>(0.95f));
@@ -618,4 +635,65 @@ TEST_CASE("exp_of_difference stays within (2 + |x|) 2^-23 relative and keeps 0, 
               return std::fabs(value - want) / (want * (2 + std::fabs(x)) * std::ldexp(1.0, -23));
           }) <= 1.0);
     check_exp_ends(exp_function);
+}
+
+// Ragged ids are numbered by first appearance, by a direct table (small ids) or a hash table that
+// starts at the size this thread's last call needed: a large call, a small one and a large one
+// again must each give a naive numbering's groups and labels, for int64 and int32 ids.
+template <class Id>
+void check_numbering(const std::vector<Id>& ids) {
+    std::map<std::int64_t, index_type> seen;
+    std::vector<index_type> expected;
+    std::vector<std::int64_t> labels;
+    for (Id id : ids) {
+        const auto found = seen.emplace(id, static_cast<index_type>(seen.size()));
+        if (found.second) labels.push_back(id);
+        expected.push_back(found.first->second);
+    }
+    const std::vector<index_type>* dense = nullptr;
+    const auto& layout =
+        core::resolve_cached(group_ids(ids), static_cast<index_type>(ids.size()), "rewards", false, &dense);
+    CHECK(layout.count == static_cast<index_type>(labels.size()));
+    CHECK(layout.labels == labels);
+    CHECK(*dense == expected);
+    const auto members = core::resolve(group_ids(ids), static_cast<index_type>(ids.size()));
+    for (index_type g = 0; g < members.count; ++g) {
+        index_type previous = -1;
+        members.for_members(g, [&](index_type i) {
+            CHECK(expected[static_cast<std::size_t>(i)] == g);
+            CHECK(i > previous);  // in sample order
+            previous = i;
+        });
+    }
+}
+
+TEST_CASE("group ids are numbered by first appearance, whatever table the last call needed", "[core][groups]") {
+    std::mt19937 generator(5);
+    const auto ids = [&](std::size_t samples, std::int64_t groups, std::int64_t scale, bool runs) {
+        std::vector<std::int64_t> result;
+        for (std::size_t i = 0; i < samples; ++i) result.push_back(static_cast<std::int64_t>(generator() % groups));
+        if (runs) std::sort(result.begin(), result.end());
+        for (auto& id : result) id = id * scale + 13;
+        return result;
+    };
+    for (std::int64_t scale : {std::int64_t(1), std::int64_t(1000000007)}) {  // the direct table, the hash table
+        INFO("scale " << scale);
+        for (const auto& [samples, groups] :
+             {std::pair<std::size_t, std::int64_t>{20000, 5000}, {30, 3}, {40000, 9000}, {1, 1}, {5000, 5000}})
+            for (bool runs : {false, true}) {
+                const auto wide = ids(samples, groups, scale, runs);
+                check_numbering(wide);
+                if (scale == 1) check_numbering(std::vector<std::int32_t>(wide.begin(), wide.end()));
+            }
+    }
+    // An empty batch has no groups; the first bad id is the one named, wherever it lies.
+    check_numbering(std::vector<std::int64_t>{});
+    std::vector<std::int64_t> bad = ids(1000, 10, 1000000007, false);
+    bad[700] = -3;
+    bad[400] = -2;
+    require_error_naming([&] { core::resolve(group_ids(bad), 1000); }, "group ids[400] is negative (-2)");
+    std::vector<std::int32_t> unknown(100, 2);
+    unknown[90] = 7;
+    unknown[30] = 5;
+    require_error_naming([&] { core::resolve(group_ids(unknown, 5), 100); }, "group ids[30] = 5 is unknown");
 }

@@ -5,6 +5,10 @@
 //   contiguous_moments(x, n)                 two passes over x[0 .. n) with double accumulators in
 //                                            SIMD batches (lane sums, then a horizontal sum), the
 //                                            rounding correction of two_pass_moments
+//   shifted_sums                             one group's running sums over x − x₀ in the order its
+//                                            values arrive (ragged groups, by scatter), finished to
+//                                            moments by a lane's arithmetic: a group read in the
+//                                            order of its values gets sixteen_group_moments' bits
 //   sixteen_group_moments(x, size, result)   (float) 16 groups of `size` values, one float batch's
 //                                            lanes at once (16 on AVX-512, 8 on AVX2, 4 on SSE2),
 //                                            one group per lane, by shifted one-pass sums over
@@ -59,6 +63,39 @@ moments contiguous_moments(const T* x, index_type n) {
     result.m2 = std::max(square_sum - centred_sum * centred_sum / result.count, 0.0);
     return result;
 }
+
+// One group's shifted one-pass sums, 32 bytes, built a value at a time in any order of arrival:
+// x₀ is the first value added. The first add sets x₀ and adds x₀ − x₀ = 0, which leaves the sums'
+// bits as a lane's, which skips it, so adding a group's values in order and finishing gives
+// sixteen_group_moments' mean and M2 for it, bit for bit.
+struct shifted_sums {
+    double shift = 0, sum = 0, square = 0, count = 0;
+
+    void add(double value) {
+        if (count == 0) shift = value;
+        accumulate(value, shift, sum, square);
+        count += 1;
+    }
+
+    // Σ += x − x₀ and Σ² += (x − x₀)², on loose doubles for loops that keep a group's sums in
+    // registers (as a struct, GCC packs them into one vector register and unpacks it at every add).
+    static void accumulate(double value, double shift, double& sum, double& square) {
+        const double deviation = value - shift;
+        sum += deviation;
+        square = fma(deviation, deviation, square);
+    }
+
+    // mean = x₀ + Σ·(1/n) and M2 = max(Σ² − (Σ)²·(1/n), 0), as lane_group_moments finishes (count ≥ 1).
+    moments finish() const {
+        const double inverse = 1.0 / count;
+        moments result;
+        result.count = count;
+        result.mean = fma(sum, inverse, shift);
+        const double spread = fnma(sum * sum, inverse, square);
+        result.m2 = spread > 0 ? spread : 0.0;
+        return result;
+    }
+};
 
 // Means and M2 of sixteen groups (lanes), 64-byte aligned for vector loads.
 struct sixteen_moments {

@@ -99,55 +99,63 @@ struct group_layout {
 
 namespace detail {
 
-inline std::int64_t id_of(const groups& grouping, index_type i) {
-    return grouping.ids64 ? grouping.ids64[i] : grouping.ids32[i];
-}
-
-// Checks every id (non-negative, below a declared count); returns the largest.
-inline std::int64_t checked_largest_id(const groups& grouping, index_type samples) {
-    std::int64_t largest = -1;
+// Checks every id (non-negative, below a declared count); returns the largest. The scan has no early
+// exit, so that it compiles to SIMD min / max; a bad id is then found by a second scan, for the message.
+template <class Id>
+std::int64_t checked_largest_id(const Id* ids, index_type samples, index_type declared_count) {
+    std::int64_t smallest = 0, largest = -1;
     for (index_type i = 0; i < samples; ++i) {
-        const std::int64_t value = id_of(grouping, i);
-        if (value < 0 || (grouping.declared_count >= 0 && value >= grouping.declared_count)) {
-            core::require(value >= 0, "group ids[", i, "] is negative (", value, ")");
-            core::fail("group ids[", i, "] = ", value, " is unknown: ids must lie in [0, ", grouping.declared_count,
-                       ")");
-        }
-        largest = std::max(largest, value);
+        smallest = std::min<std::int64_t>(smallest, ids[i]);
+        largest = std::max<std::int64_t>(largest, ids[i]);
+    }
+    if (smallest >= 0 && (declared_count < 0 || largest < declared_count)) return largest;
+    for (index_type i = 0; i < samples; ++i) {
+        require(ids[i] >= 0, "group ids[", i, "] is negative (", ids[i], ")");
+        if (declared_count >= 0 && ids[i] >= declared_count)
+            fail("group ids[", i, "] = ", ids[i], " is unknown: ids must lie in [0, ", declared_count, ")");
     }
     return largest;
 }
 
 // Small ids: a direct table of `largest + 1` slots, groups numbered by first appearance.
-inline void number_by_table(group_layout& layout, std::vector<index_type>& dense, const groups& grouping,
-                            index_type samples, std::int64_t largest, std::vector<index_type>& table) {
-    table.assign(static_cast<std::size_t>(largest + 1), -1);
+template <class Id>
+void number_by_table(group_layout& layout, index_type* dense, const Id* ids, index_type samples, std::int64_t largest,
+                     std::vector<index_type>& storage) {
+    storage.assign(static_cast<std::size_t>(largest + 1), -1);
+    index_type* table = storage.data();
+    index_type count = 0;
     std::int64_t previous = -1;  // ids are ≥ 0: no sample matches before the first
     index_type previous_group = -1;
     for (index_type i = 0; i < samples; ++i) {
-        const std::int64_t value = id_of(grouping, i);
+        const std::int64_t value = ids[i];
         if (value != previous) {  // within a run of one id (verl repeats each uid n times), no table access
             previous = value;
-            index_type& slot = table[static_cast<std::size_t>(value)];
+            index_type& slot = table[value];
             if (slot < 0) {
-                slot = layout.count++;
+                slot = count++;
                 layout.labels.push_back(value);
             }
             previous_group = slot;
         }
         dense[i] = previous_group;
     }
+    layout.count = count;
 }
 
 // Large ids: open addressing (linear probing, Fibonacci hashing) of (id, group) pairs in a
 // power-of-two table kept at most half full, grown with the number of groups (not samples), so it
-// stays cache-resident. Groups numbered by first appearance.
-inline void number_by_hash(group_layout& layout, std::vector<index_type>& dense, const groups& grouping,
-                           index_type samples) {
-    thread_local std::vector<std::pair<std::int64_t, index_type>> slots;
-    std::size_t capacity = 1024;
-    int shift = 64 - 10;
-    slots.assign(capacity, {-1, -1});
+// stays cache-resident. Groups numbered by first appearance. The home slot of the id `ahead`
+// samples on is fetched early: in shuffled order every probe is to a random slot.
+template <class Id>
+void number_by_hash(group_layout& layout, index_type* dense, const Id* ids, index_type samples) {
+    using slot_type = std::pair<std::int64_t, index_type>;
+    thread_local std::vector<slot_type> storage;
+    thread_local int last_bits = 10;  // the table this thread needed last: a training loop's batches
+    int bits = last_bits;             // are alike, so it usually needs no rehash
+    std::size_t capacity = std::size_t(1) << bits;
+    int shift = 64 - bits;
+    storage.assign(capacity, {-1, -1});
+    slot_type* slots = storage.data();
     const auto home = [&](std::int64_t value) {
         return static_cast<std::size_t>((static_cast<std::uint64_t>(value) * 0x9E3779B97F4A7C15ull) >> shift);
     };
@@ -156,28 +164,54 @@ inline void number_by_hash(group_layout& layout, std::vector<index_type>& dense,
         while (slots[slot].first >= 0 && slots[slot].first != value) slot = (slot + 1) & (capacity - 1);
         return slot;
     };
+    index_type count = 0;
+    const auto insert = [&](std::int64_t value) {
+        const index_type group = count++;
+        slots[find(value)] = {value, group};
+        layout.labels.push_back(value);
+        if (2 * static_cast<std::size_t>(count) > capacity) {  // rehash into twice the room
+            capacity *= 2;
+            --shift;
+            ++bits;
+            storage.assign(capacity, {-1, -1});
+            slots = storage.data();
+            for (index_type g = 0; g < count; ++g) slots[find(layout.labels[g])] = {layout.labels[g], g};
+        }
+        return group;
+    };
+    constexpr index_type ahead = 16;
+    const index_type fetched = std::max<index_type>(samples - ahead, 0);
     std::int64_t previous = -1;
     index_type previous_group = -1;
     for (index_type i = 0; i < samples; ++i) {
-        const std::int64_t value = id_of(grouping, i);
-        if (value == previous) {  // the same id as the sample before: its group, without a probe
-            dense[i] = previous_group;
-            continue;
+        if (i < fetched) __builtin_prefetch(slots + home(ids[i + ahead]));
+        const std::int64_t value = ids[i];
+        if (value != previous) {  // the same id as the sample before: its group, without a probe
+            previous = value;
+            const slot_type& slot = slots[find(value)];
+            previous_group = slot.first < 0 ? insert(value) : slot.second;
         }
-        previous = value;
-        std::size_t slot = find(value);
-        if (slots[slot].first < 0) {
-            slots[slot] = {value, layout.count++};
-            layout.labels.push_back(value);
-            if (2 * static_cast<std::size_t>(layout.count) > capacity) {  // rehash into twice the room
-                capacity *= 2;
-                --shift;
-                slots.assign(capacity, {-1, -1});
-                for (index_type g = 0; g < layout.count; ++g) slots[find(layout.labels[g])] = {layout.labels[g], g};
-                slot = find(value);
-            }
-        }
-        dense[i] = previous_group = slots[slot].second;
+        dense[i] = previous_group;
+    }
+    layout.count = count;
+    last_bits = bits;
+}
+
+// The caller's ids of either width: checked, then numbered by first appearance (or by id, with a
+// declared count).
+template <class Id>
+void number_groups(group_layout& layout, index_type* dense, const Id* ids, index_type samples,
+                   index_type declared_count, std::vector<index_type>& table) {
+    const std::int64_t largest = checked_largest_id(ids, samples, declared_count);
+    if (declared_count >= 0) {
+        layout.count = declared_count;
+        layout.labels.resize(static_cast<std::size_t>(layout.count));
+        for (index_type g = 0; g < layout.count; ++g) layout.labels[g] = g;
+        for (index_type i = 0; i < samples; ++i) dense[i] = static_cast<index_type>(ids[i]);
+    } else if (largest < 4 * samples + 64) {
+        number_by_table(layout, dense, ids, samples, largest, table);
+    } else {
+        number_by_hash(layout, dense, ids, samples);
     }
 }
 
@@ -214,18 +248,11 @@ inline void resolve_into(group_layout& layout, std::vector<index_type>& dense, c
     core::require(grouping.id_count == samples, "group ids has length ", grouping.id_count, " but ", what,
                   " has length ", samples);
     dense.resize(static_cast<std::size_t>(samples));
-    const std::int64_t largest = detail::checked_largest_id(grouping, samples);
     thread_local std::vector<index_type> table;
-    if (grouping.declared_count >= 0) {
-        layout.count = grouping.declared_count;
-        layout.labels.resize(static_cast<std::size_t>(layout.count));
-        for (index_type g = 0; g < layout.count; ++g) layout.labels[g] = g;
-        for (index_type i = 0; i < samples; ++i) dense[i] = static_cast<index_type>(detail::id_of(grouping, i));
-    } else if (largest < 4 * samples + 64) {
-        detail::number_by_table(layout, dense, grouping, samples, largest, table);
-    } else {
-        detail::number_by_hash(layout, dense, grouping, samples);
-    }
+    if (grouping.ids64)
+        detail::number_groups(layout, dense.data(), grouping.ids64, samples, grouping.declared_count, table);
+    else
+        detail::number_groups(layout, dense.data(), grouping.ids32, samples, grouping.declared_count, table);
     if (with_members) detail::sort_members(layout, dense, samples, table);
 }
 

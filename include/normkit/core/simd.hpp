@@ -21,6 +21,7 @@
 #endif
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -66,6 +67,24 @@ inline xsimd::batch<C, A> fnma(const xsimd::batch<C, A>& a, const xsimd::batch<C
     }
 #endif
     return xsimd::fnma(a, b, c);
+}
+
+// The scalar forms, rounded as one lane of the batch forms is: once where the target has FMA, twice
+// (a product, then a sum) where it has none, as xsimd's generic kernel does.
+inline double fma(double a, double b, double c) {
+#ifdef __FMA__
+    return std::fma(a, b, c);
+#else
+    return a * b + c;
+#endif
+}
+
+inline double fnma(double a, double b, double c) {
+#ifdef __FMA__
+    return std::fma(-a, b, c);
+#else
+    return c - a * b;
+#endif
 }
 
 // Lanes [0, count) set.

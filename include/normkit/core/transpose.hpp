@@ -2,7 +2,8 @@
 //
 //   transpose_lanes(rows)     rows[i] lane j ↔ rows[j] lane i, for rows of width<float> lanes
 //                             (16 × 16 on AVX-512, 8 × 8 on AVX, 4 × 4 on SSE2)
-//   transpose_sixteen(rows)   the AVX-512 form on raw registers
+//   transpose_sixteen / transpose_eight / transpose_four(rows)
+//                             its AVX-512, AVX and SSE forms on raw registers
 //   load_double_columns / store_double_columns
 //                             W × W floats (W = width<double>) ↔ W double batches, one per column
 //
@@ -74,6 +75,12 @@ namespace normkit::core {
 }
 #endif
 
+#if defined(__SSE2__)
+[[gnu::always_inline]] inline void transpose_four(__m128 rows[4]) {
+    _MM_TRANSPOSE4_PS(rows[0], rows[1], rows[2], rows[3]);
+}
+#endif
+
 // W × W floats (W = width<double>), row k at rows[k] + j, as W double batches' lanes, one per
 // column (columns[c] lane k = rows[k][j + c]), widened exactly; and back, rounded to nearest as
 // static_cast<float> rounds. With AVX-512 or AVX: a transpose of half-width float registers;
@@ -93,13 +100,10 @@ inline void load_double_columns(const float* const* rows, index_type j, double (
 #endif
 #if defined(__AVX__)
     if constexpr (W == 4) {
-        __m128 r0 = _mm_loadu_ps(rows[0] + j), r1 = _mm_loadu_ps(rows[1] + j), r2 = _mm_loadu_ps(rows[2] + j),
-               r3 = _mm_loadu_ps(rows[3] + j);
-        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-        _mm256_store_pd(columns[0], _mm256_cvtps_pd(r0));
-        _mm256_store_pd(columns[1], _mm256_cvtps_pd(r1));
-        _mm256_store_pd(columns[2], _mm256_cvtps_pd(r2));
-        _mm256_store_pd(columns[3], _mm256_cvtps_pd(r3));
+        __m128 r[4];
+        for (int k = 0; k < 4; ++k) r[k] = _mm_loadu_ps(rows[k] + j);
+        transpose_four(r);
+        for (int c = 0; c < 4; ++c) _mm256_store_pd(columns[c], _mm256_cvtps_pd(r[c]));
         return;
     }
 #endif
@@ -120,13 +124,10 @@ inline void store_double_columns(float* const* rows, index_type j, const double 
 #endif
 #if defined(__AVX__)
     if constexpr (W == 4) {
-        __m128 r0 = _mm256_cvtpd_ps(_mm256_load_pd(columns[0])), r1 = _mm256_cvtpd_ps(_mm256_load_pd(columns[1])),
-               r2 = _mm256_cvtpd_ps(_mm256_load_pd(columns[2])), r3 = _mm256_cvtpd_ps(_mm256_load_pd(columns[3]));
-        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-        _mm_storeu_ps(rows[0] + j, r0);
-        _mm_storeu_ps(rows[1] + j, r1);
-        _mm_storeu_ps(rows[2] + j, r2);
-        _mm_storeu_ps(rows[3] + j, r3);
+        __m128 r[4];
+        for (int c = 0; c < 4; ++c) r[c] = _mm256_cvtpd_ps(_mm256_load_pd(columns[c]));
+        transpose_four(r);
+        for (int k = 0; k < 4; ++k) _mm_storeu_ps(rows[k] + j, r[k]);
         return;
     }
 #endif
@@ -148,10 +149,7 @@ template <std::size_t L>
     if constexpr (L == 8) return transpose_eight(rows);
 #endif
 #if defined(__SSE2__)
-    if constexpr (L == 4) {
-        _MM_TRANSPOSE4_PS(rows[0], rows[1], rows[2], rows[3]);
-        return;
-    }
+    if constexpr (L == 4) return transpose_four(rows);
 #endif
     alignas(64) float tile[L][L];
     for (std::size_t i = 0; i < L; ++i) batch<float>(rows[i]).store_aligned(tile[i]);
