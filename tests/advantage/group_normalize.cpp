@@ -566,7 +566,8 @@ TEST_CASE("ragged ids without a mask: one group, every sample its own group, NaN
     CHECK(same_bits(single, normalized<double, double>(values, one_group, options, true)));
     CHECK(relative_error(
               single, reference::verl_grpo(values, reference::contiguous_ids(values.size(), values.size()))) < 1e-12);
-    // Every sample alone: keep_raw gives r/(1 + ε) (GRPO) and r (RLOO); zero gives 0.
+    // Every sample alone: keep_raw gives r/(1 + ε) (GRPO, as r·(1/(1 + ε)): the scatter path multiplies by
+    // each group's 1/D, one double rounding from the quotient) and r (RLOO); zero gives 0.
     const auto alone = normalized<double, double>(values, own, options);
     options.center = center_mode::leave_one_out;
     options.scale = scale_mode::none;
@@ -574,7 +575,8 @@ TEST_CASE("ragged ids without a mask: one group, every sample its own group, NaN
     options.singleton = singleton_policy::zero;
     const auto alone_zero = normalized<double, double>(values, own, options);
     for (std::size_t i = 0; i < values.size(); ++i) {
-        CHECK(alone[i] == values[i] / (1 + 1e-6));
+        CHECK(alone[i] == values[i] * (1 / (1 + 1e-6)));
+        CHECK(std::abs(alone[i] - values[i] / (1 + 1e-6)) <= std::ldexp(std::abs(values[i]), -52));
         CHECK(alone_loo[i] == values[i]);
         CHECK(alone_zero[i] == 0.0);
     }
@@ -683,4 +685,62 @@ TEST_CASE(
         require_error_naming([&] { run<float>(data, presets::verl_grpo()); },
                              "rewards[" + std::to_string(9 * size) + "]");
     }
+}
+
+// The accuracy contract at large offsets: fp32 advantages of GRPO, Dr. GRPO and RLOO within 4 ulp
+// of the float64 reference on the same stored rewards, ulps taken at 1 + |A| (an advantage is a
+// difference, which may cancel to anything below the rewards' own scale), for rewards N(μ, σ) with
+// μ up to 10⁶, on every path: contiguous groups (the sixteen-group sweep and the per-group sweep),
+// and ragged ids up to 3000 members in runs and shuffled (the scatter path).
+TEST_CASE("fp32 GRPO, Dr. GRPO and RLOO are within 4 ulp of float64 at offsets up to 1e6, contiguous and ragged",
+          "[advantage][group_normalize][accuracy]") {
+    const auto ulps = [](const std::vector<float>& actual, const std::vector<double>& expected) {
+        double worst = 0;
+        for (std::size_t i = 0; i < actual.size(); ++i) {
+            const auto scale = static_cast<float>(1 + std::abs(expected[i]));
+            const double spacing = static_cast<double>(std::nextafter(scale, INFINITY) - scale);
+            worst = std::max(worst, std::abs(static_cast<double>(actual[i]) - expected[i]) / spacing);
+        }
+        return worst;
+    };
+    std::mt19937 generator(17);
+    struct layout {
+        std::string name;
+        reference::ids_t ids;
+        index_type size;  // contiguous groups of this size; 0: ragged ids
+    };
+    std::vector<layout> layouts;
+    for (index_type size : {2, 16, 17, 100})
+        layouts.push_back(
+            {"G " + std::to_string(size),
+             reference::contiguous_ids(48 * static_cast<std::size_t>(size), static_cast<std::size_t>(size)), size});
+    reference::ids_t runs;
+    for (std::int64_t g = 0; runs.size() < 20000; ++g) {
+        const std::size_t size = g % 7 == 0 ? 1 + generator() % 3000 : 1 + generator() % 40;
+        runs.insert(runs.end(), size, g * 7919 + 5);
+    }
+    layouts.push_back({"ragged runs", runs, 0});
+    auto shuffled = runs;
+    std::shuffle(shuffled.begin(), shuffled.end(), generator);
+    layouts.push_back({"ragged shuffled", shuffled, 0});
+    for (const auto& [name, ids, size] : layouts)
+        for (double mean : {0.0, 1e2, 1e4, 1e6})
+            for (double sigma : {1.0, 1e-2}) {
+                INFO(name << ", rewards N(" << mean << ", " << sigma << ")");
+                std::vector<float> rewards(ids.size());
+                std::vector<double> stored(ids.size());
+                const auto values = random_values(ids.size(), 3, mean, sigma);
+                for (std::size_t i = 0; i < ids.size(); ++i) stored[i] = rewards[i] = static_cast<float>(values[i]);
+                const groups grouping = size > 0 ? contiguous_groups(size) : group_ids(ids);
+                std::vector<float> out(ids.size());
+                group_normalize(rewards, grouping, out, presets::verl_grpo());
+                CHECK(ulps(out, reference::verl_grpo(stored, ids)) <= 4);
+                group_normalize_options unscaled;
+                unscaled.scale = scale_mode::none;
+                group_normalize(rewards, grouping, out, unscaled);
+                CHECK(ulps(out, reference::verl_grpo(stored, ids, false)) <= 4);
+                unscaled.center = center_mode::leave_one_out;
+                group_normalize(rewards, grouping, out, unscaled);
+                CHECK(ulps(out, reference::verl_rloo(stored, ids)) <= 4);
+            }
 }

@@ -23,17 +23,20 @@
 //   rounding correction of Chan, Golub & LeVeque 1983), so a constant group has v = 0 exactly
 //   and gives A = 0 exactly (sixteen rewards of 0.95 give 0, not NeMo-RL's fp32 residue ×2000),
 //   rewards offset by 10⁶ keep full accuracy, and [1.0, 1.00001] gives ±0.707 (±0.62 with ε =
-//   1e-6 added to σ), not old verl's ±0.005 from its variance floor. The contiguous float fast
-//   path (AVX-512) instead takes 16 groups per sweep with shifted one-pass sums over r − r₀
-//   (r₀ the group's first reward, so the variance's relative error is O(n²ε) in double and a
-//   constant group still gives exactly 0), multiplies by reciprocals instead of dividing, and for
-//   float output without a clip range forms A = ((r − μ_high) − μ_low)·(1/D) in float lanes, with μ
-//   split in two floats so that any offset keeps its accuracy: results agree with the two-pass path
-//   to a few float roundings (relative 3·2⁻²⁴), not bitwise. Ragged mean/std options accumulate
-//   by scatter over group numbers in the same order as the member lists, bitwise equal to them
-//   (each square added as the general path's compiled form adds it: fused where the target has
-//   FMA); with no mask, no lengths and finite rewards, GRPO / Dr. GRPO / RLOO keep a group's four
-//   sums side by side and skip the per-sample validity test, to the same bits.
+//   1e-6 added to σ), not old verl's ±0.005 from its variance floor. Two fast paths instead take
+//   shifted one-pass sums over r − r₀ (r₀ the group's first reward in sample order, so the
+//   variance's relative error is O(n²ε) in double and a constant group still gives exactly 0,
+//   whatever the offset) and multiply by reciprocals instead of dividing:
+//     contiguous float groups (GRPO / Dr. GRPO / RLOO, nothing masked): sixteen groups per sweep,
+//       one per SIMD lane, and for float output without a clip range A = ((r − μ_high) − μ_low)·(1/D)
+//       in float lanes, with μ split in two floats so that any offset keeps its accuracy;
+//     ragged ids with a per-group mean or std and no window: the same sums by scatter, a sample
+//       at a time in sample order (core::shifted_sums), so a group's moments do not depend on where
+//       its members lie, and for GRPO / Dr. GRPO / RLOO A = (r − c)·(stretch/D) in double.
+//   Both agree with the two-pass path to a few float roundings (relative 3·2⁻²⁴), not bitwise. An
+//   all-ones valid mask gives the unmasked bits, and reordering the samples (ids shuffled or in
+//   runs) moves the results with them, bit for bit, as long as each group's members keep their
+//   relative order.
 // - Leave-one-out uses r_i − c_i = (r_i − μ_g)·n/(n − 1), the centred form of verl's G/(G−1) rule.
 // - Valid samples: valid[i] ≠ 0 (absent mask: all), reward not NaN, and, when lengths or a token
 //   mask are given and exclude_empty_responses is set, at least one token (verl PR #6452: rejected
@@ -41,7 +44,8 @@
 // - nan_policy::exclude is TRL's rule (NaN rewards are unscorable: excluded, A = 0);
 //   nan_policy::error throws. Infinite rewards are always bad input.
 // - A group of one (one valid sample) matters only when the center or the scale is per group:
-//     keep_raw  μ_g = 0 and v_g = 1 as verl does, so A = r/D(1) (r/(1 + 1e-6) in verl GRPO; r in RLOO)
+//     keep_raw  μ_g = 0 and v_g = 1 as verl does, so A = r/D(1) (r/(1 + 1e-6) in verl GRPO, r·(1/D(1))
+//               on the ragged scatter path; r in RLOO)
 //     zero      A = 0 (TRL, whose nanstd is NaN for one sample, then nan_to_num; verl rloo_vectorized)
 //     exclude   A = 0, and the sample also leaves the whitening statistics (TRL RLOOTrainer: its
 //               leave-one-out baseline is 0/0 = NaN, which nanmean/nanstd skip before nan_to_num)

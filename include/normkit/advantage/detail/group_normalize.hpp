@@ -4,11 +4,12 @@
 // scale needs them, then walks the groups by one of three paths:
 //   general     any option: a group's valid members are collected (index, value) and every
 //               pass reads those;
-//   scatter     ragged ids with a per-group mean / std (no window, no lengths): statistics by
-//               scatter over dense group numbers in sample order, so no member lists are built
-//               (they cost a random write per sample); bitwise the general path's results. GRPO /
-//               Dr. GRPO / RLOO with nothing masked and finite rewards keep each group's sums in one
-//               32-byte record, which becomes its center and divisor (plain_scatter_groups);
+//   scatter     ragged ids with a per-group mean / std (no window, no length weights): shifted one-pass
+//               sums (core::shifted_sums) by scatter over dense group numbers in sample order, so no
+//               member lists are built (they cost a random write per sample). GRPO / Dr. GRPO / RLOO
+//               turn each group's sums into a plan of two numbers, center and multiplier
+//               (record_groups), and skip the per-sample validity test when nothing is masked and
+//               every reward is finite;
 //   contiguous  GRPO / Dr. GRPO / RLOO on contiguous groups with nothing masked: blocks of sixteen
 //               float groups, one group per SIMD lane (core::sixteen_group_moments); double
 //               rewards and a last partial block take one SIMD sweep per group
@@ -72,17 +73,6 @@ V divisor(V variance, double eps, eps_mode placement, double scale = 1.0) {
 inline double whitened_value(double value, const core::scaled_moments& stats, double denominator) {
     const double centred = value * (1.0 / stats.scale) - stats.scaled.mean;
     return centred == 0 ? 0.0 : centred / denominator;
-}
-
-// sum + d², the way two_pass_moments' squares += w·d·d compiles: one fused multiply-add where the target
-// has FMA (GCC and clang contract that statement there), a multiply and an add where it has none. Written
-// out, so that the scatter loops give the general path's bits whatever the compiler contracts in them.
-inline double add_square(double sum, double deviation) {
-#ifdef __FMA__
-    return std::fma(deviation, deviation, sum);
-#else
-    return sum + deviation * deviation;
-#endif
 }
 
 inline void require_eps(const char* name, double eps, eps_mode placement) {
@@ -209,7 +199,9 @@ public:
         drop_empty_ = options.exclude_empty_responses && !tokens_.empty();
         group_based_ = per_group_center(options.center) || (scaled_ && per_group_scale(options.scale));
         clipped_ = std::isfinite(options.clip_min) || std::isfinite(options.clip_max);
-        excluded_.assign(static_cast<std::size_t>(n_), 0);
+        // Only singleton_policy::exclude marks samples, and only whitening reads the marks.
+        if (options.singleton == singleton_policy::exclude && options.whiten.mode != whiten_mode::none)
+            excluded_.assign(static_cast<std::size_t>(n_), 0);
     }
 
     void run() {
@@ -339,7 +331,7 @@ private:
 
     // singleton_policy::exclude: the sample leaves the whitening too (each index written by one thread).
     void exclude_from_whitening(index_type i) {
-        if (options_.singleton == singleton_policy::exclude) excluded_[static_cast<std::size_t>(i)] = 1;
+        if (!excluded_.empty()) excluded_[static_cast<std::size_t>(i)] = 1;
     }
 
     group_extras extras_of(const std::vector<index_type>& members, const std::vector<double>& values,
@@ -399,12 +391,16 @@ private:
         for (index_type k = 0; k < count; ++k) out_[members[k]] = advantage(members[k], values[k], scale);
     }
 
-    // Ragged GRPO / Dr. GRPO / RLOO (group mean or leave-one-out, group std or no scale) with no mask, no
-    // lengths and every reward finite: validity is then known without a per-sample test.
-    bool plain_scatter() const {
+    // Ragged GRPO / Dr. GRPO / RLOO: group mean or leave-one-out, group std or no scale. A group's center and
+    // scale are then a record of two numbers, and its advantage a subtract and a multiply.
+    bool record_options() const {
+        return (options_.center == center_mode::group_mean || options_.center == center_mode::leave_one_out) &&
+               (options_.scale == scale_mode::group_std || options_.scale == scale_mode::none);
+    }
+
+    // No mask, no lengths and every reward finite: validity is then known without a per-sample test.
+    bool all_valid() const {
         if (!in_.valid.empty() || !tokens_.empty()) return false;
-        if (options_.center != center_mode::group_mean && options_.center != center_mode::leave_one_out) return false;
-        if (options_.scale != scale_mode::group_std && options_.scale != scale_mode::none) return false;
         using B = core::batch<double>;
         constexpr index_type W = core::width<double>;
         const index_type full = n_ - n_ % W;
@@ -419,134 +415,107 @@ private:
         return tail == 0;
     }
 
-    // One group's record: its sums, then (in place, so that each pass touches one line per sample) its center,
-    // stretch and divisor. 32 bytes, two groups to a cache line.
-    struct alignas(32) group_record {
-        double field[4];
-    };
-    enum sums_field { count_field, sum_field, centred_field, squares_field };
-    enum plan_field { center_field, stretch_field, denominator_field, zeroed_field };
-
-    // plain_scatter's case: the operations of scatter_groups (so the same bits), with the accumulators of a
-    // group side by side and the next members' lines fetched ahead, since every access is to a random group.
-    void plain_scatter_groups() {
-        thread_local std::vector<group_record> records;
-        const auto groups_count = static_cast<std::size_t>(layout_->count);
-        records.assign(groups_count, group_record{{0.0, 0.0, 0.0, 0.0}});
-        group_record* record = records.data();
+    // Adds every (valid) sample into its group's sums, in sample order. A run of consecutive samples of one
+    // group (ids in runs, as verl lays out a prompt's responses) adds in registers, with the group's sums
+    // loaded before it and stored after: the same additions in the same order, without a store-to-load
+    // round trip per sample, and its count is added as the run's length, exactly. The next members'
+    // records are fetched ahead, since in shuffled order every access is to a random group.
+    template <bool checked>
+    void scatter_sums(core::shifted_sums* sums) {
         const index_type* group_of = dense_->data();
         const T* rewards = in_.rewards.data;
         constexpr index_type ahead = 16;
         const index_type fetched = std::max<index_type>(n_ - ahead, 0);
         const auto fetch = [&](index_type i) {
-            if (i < fetched) __builtin_prefetch(record + group_of[i + ahead], 1);
+            if (i < fetched) __builtin_prefetch(sums + group_of[i + ahead], 1);
         };
-        // Adds step's two sums of every sample into its group's record fields (first, second). Consecutive
-        // members of one group (ids in runs) add in registers, stored when the run ends: the same additions in
-        // the same order, without a store-to-load round trip per sample.
-        const auto sweep_in_runs = [&](auto first, auto second, auto&& step) {
-            index_type current = -1;
-            double a = 0, b = 0;
-            const auto store_run = [&] {
-                if (current < 0) return;
-                record[current].field[first] = a;
-                record[current].field[second] = b;
-            };
-            for (index_type i = 0; i < n_; ++i) {
-                fetch(i);
-                const index_type g = group_of[i];
-                if (g != current) {
-                    store_run();
-                    current = g;
-                    a = record[g].field[first];
-                    b = record[g].field[second];
-                }
-                step(i, record[g].field, a, b);
+        for (index_type i = 0; i < n_;) {
+            fetch(i);
+            if (checked && !is_valid(i)) {
+                ++i;
+                continue;
             }
-            store_run();
-        };
-        sweep_in_runs(count_field, sum_field, [&](index_type i, const double*, double& count, double& sum) {
-            count += 1.0;
-            sum += static_cast<double>(rewards[i]);
-        });
-        for (std::size_t g = 0; g < groups_count; ++g) {
-            double* sums = record[g].field;
-            if (sums[count_field] > 0) sums[sum_field] /= sums[count_field];  // the first-pass mean
+            const index_type g = group_of[i];
+            core::shifted_sums& group = sums[g];
+            const double shift = group.count == 0 ? static_cast<double>(rewards[i]) : group.shift;
+            double sum = group.sum, square = group.square;
+            index_type members = 0;
+            do {
+                if (!checked || is_valid(i)) {
+                    core::shifted_sums::accumulate(static_cast<double>(rewards[i]), shift, sum, square);
+                    ++members;
+                }
+                fetch(++i);
+            } while (i < n_ && group_of[i] == g);
+            group = core::shifted_sums{shift, sum, square, group.count + static_cast<double>(members)};
         }
-        sweep_in_runs(centred_field, squares_field,
-                      [&](index_type i, const double* fields, double& centred, double& squares) {
-                          const double deviation = static_cast<double>(rewards[i]) - fields[sum_field];
-                          centred += deviation;
-                          squares = add_square(squares, deviation);
-                      });
-        // A = (r − center)·stretch/denominator is advantage()'s arithmetic: a stretch of 1 and a denominator of 1
-        // change no bits, and a group of one under keep_raw has center 0, so its leave-one-out deviation is r.
+    }
+
+    // record_options' case: each group's sums become its plan, A = (r − center)·multiplier, where multiplier
+    // is stretch/D (leave-one-out's n/(n − 1) over the divisor); a group of one under keep_raw has center 0
+    // and stretch 1, so its leave-one-out deviation is r. Checked: samples that are not valid leave the sums
+    // and get 0.
+    template <bool checked>
+    void record_groups() {
+        struct plan {
+            double center, multiplier, zeroed, unused;  // 32 bytes, two groups to a cache line
+        };
+        thread_local std::vector<core::shifted_sums> sums;
+        thread_local std::vector<plan> plans;
+        const auto groups_count = static_cast<std::size_t>(layout_->count);
+        sums.assign(groups_count, core::shifted_sums{});
+        plans.resize(groups_count);
+        scatter_sums<checked>(sums.data());
         bool any_zeroed = false;
         for (std::size_t g = 0; g < groups_count; ++g) {
-            double* field = record[g].field;
-            const double count = field[count_field];
+            const double count = sums[g].count;
             if (count == 0) continue;  // no member reads it
             if (singleton_handled(count, static_cast<index_type>(g))) {
-                record[g] = group_record{{0.0, 1.0, 1.0, 1.0}};
+                plans[g] = plan{0.0, 1.0, 1.0, 0.0};
                 any_zeroed = true;
                 continue;
             }
-            moments stats;
-            stats.count = count;
-            stats.mean = field[sum_field] + field[centred_field] / count;
-            stats.m2 = std::max(field[squares_field] - field[centred_field] * field[centred_field] / count, 0.0);
             const bool lonely = count == 1 && group_based_;
-            const group_scale scale = center_and_divisor(stats, lonely);
-            record[g] =
-                group_record{{lonely ? 0.0 : scale.center, scale.stretch, scaled_ ? scale.denominator : 1.0, 0.0}};
+            const group_scale scale = center_and_divisor(sums[g].finish(), lonely);
+            plans[g] = plan{lonely ? 0.0 : scale.center, scale.stretch / (scaled_ ? scale.denominator : 1.0), 0.0, 0.0};
         }
+        const index_type* group_of = dense_->data();
+        const plan* planned = plans.data();
+        constexpr index_type ahead = 16;
+        const index_type fetched = std::max<index_type>(n_ - ahead, 0);
         for (index_type i = 0; i < n_; ++i) {
-            fetch(i);
-            const double* plan = record[group_of[i]].field;
-            const double deviation = (static_cast<double>(rewards[i]) - plan[center_field]) * plan[stretch_field];
-            out_[i] = plan[zeroed_field] != 0 ? O(0) : finish(deviation / plan[denominator_field]);
+            if (i < fetched) __builtin_prefetch(planned + group_of[i + ahead]);
+            const plan& p = planned[group_of[i]];
+            const bool zero = p.zeroed != 0 || (checked && !is_valid(i));
+            out_[i] = zero ? O(0) : finish((static_cast<double>(in_.rewards[i]) - p.center) * p.multiplier);
         }
         if (any_zeroed && options_.singleton == singleton_policy::exclude)
             for (index_type i = 0; i < n_; ++i)
-                if (record[group_of[i]].field[zeroed_field] != 0) exclude_from_whitening(i);
+                if (planned[group_of[i]].zeroed != 0) exclude_from_whitening(i);
     }
 
-    // Ragged groups by scatter: the operations of two_pass_moments, in the member lists' order.
+    // Ragged groups by scatter over dense group numbers in sample order: record_groups for the GRPO family,
+    // otherwise each group's center and divisor by center_and_divisor and each sample by advantage().
     void scatter_groups() {
-        if (plain_scatter()) return plain_scatter_groups();
-        thread_local std::vector<double> count, sum, centred, squares;
+        if (record_options()) return all_valid() ? record_groups<false>() : record_groups<true>();
+        thread_local std::vector<core::shifted_sums> sums;
         thread_local std::vector<group_scale> scales;
         thread_local std::vector<std::uint8_t> zeroed;
         const auto groups_count = static_cast<std::size_t>(layout_->count);
-        for (auto* values : {&count, &sum, &centred, &squares}) values->assign(groups_count, 0.0);
+        sums.assign(groups_count, core::shifted_sums{});
         scales.assign(groups_count, group_scale{});
         zeroed.assign(groups_count, 0);
-        const auto& group_of = *dense_;
-        for (index_type i = 0; i < n_; ++i)
-            if (is_valid(i)) {
-                count[group_of[i]] += 1.0;
-                sum[group_of[i]] += static_cast<double>(in_.rewards[i]);
-            }
-        for (std::size_t g = 0; g < groups_count; ++g)
-            sum[g] = count[g] > 0 ? sum[g] / count[g] : 0.0;  // the first-pass mean
-        for (index_type i = 0; i < n_; ++i)
-            if (is_valid(i)) {
-                const double deviation = static_cast<double>(in_.rewards[i]) - sum[group_of[i]];
-                centred[group_of[i]] += deviation;
-                squares[group_of[i]] = add_square(squares[group_of[i]], deviation);
-            }
+        scatter_sums<true>(sums.data());
         for (std::size_t g = 0; g < groups_count; ++g) {
-            if (count[g] == 0) continue;
-            if (singleton_handled(count[g], static_cast<index_type>(g))) {
+            const double count = sums[g].count;
+            if (count == 0) continue;
+            if (singleton_handled(count, static_cast<index_type>(g))) {
                 zeroed[g] = 1;
                 continue;
             }
-            moments stats;
-            stats.count = count[g];
-            stats.mean = sum[g] + centred[g] / count[g];
-            stats.m2 = std::max(squares[g] - centred[g] * centred[g] / count[g], 0.0);
-            scales[g] = center_and_divisor(stats, count[g] == 1 && group_based_);
+            scales[g] = center_and_divisor(sums[g].finish(), count == 1 && group_based_);
         }
+        const auto& group_of = *dense_;
         for (index_type i = 0; i < n_; ++i) {
             const index_type g = group_of[i];
             out_[i] = !is_valid(i) || zeroed[g] ? O(0) : advantage(i, static_cast<double>(in_.rewards[i]), scales[g]);
@@ -574,7 +543,10 @@ private:
                 core::store_from_double(y + j, value);
             }
         } else if constexpr (std::is_same_v<T, float> && std::is_same_v<O, float>) {
-            return write_scaled_float(x, y, size, group_mean, denominator, reciprocal);
+            const auto high = static_cast<float>(group_mean);
+            return write_scaled_float(x, y, size,
+                                      {high, static_cast<float>(group_mean - static_cast<double>(high)),
+                                       static_cast<float>(reciprocal), group_mean, denominator});
         } else {
             for (index_type j = 0; j < full; j += W)
                 core::store_from_double(y + j, (core::load_as_double(x + j) - mean) * scale);
@@ -582,21 +554,25 @@ private:
         for (index_type j = full; j < size; ++j) y[j] = finish((static_cast<double>(x[j]) - group_mean) / denominator);
     }
 
-    // Float lanes, twice as many per instruction, with the mean in two parts so that r − μ keeps its
-    // accuracy at any offset: r − μ_high is exact for r near μ (Sterbenz), and μ_low carries what μ_high
-    // dropped. A few float roundings of the quotient (the header's bound).
-    void write_scaled_float(const float* x, float* y, index_type size, double group_mean, double denominator,
-                            double reciprocal) const {
+    // A group's float plan: μ in two parts so that r − μ keeps its accuracy at any offset (r − μ_high is
+    // exact for r near μ, by Sterbenz, and μ_low carries what μ_high dropped), 1/D in float, and μ and D
+    // in double for the tail.
+    struct float_plan {
+        float high, low, scale;
+        double mean, denominator;
+    };
+
+    // Float lanes, twice as many per instruction: a few float roundings of the quotient (the header's
+    // bound).
+    static void write_scaled_float(const float* x, float* y, index_type size, const float_plan& plan) {
         using F = core::batch<float>;
         constexpr index_type FW = core::width<float>;
-        const auto mean_high = static_cast<float>(group_mean);
-        const F high_part(mean_high), low_part(static_cast<float>(group_mean - static_cast<double>(mean_high)));
-        const F float_scale(static_cast<float>(reciprocal));
+        const F high(plan.high), low(plan.low), scale(plan.scale);
         const index_type float_full = size - size % FW;
         for (index_type j = 0; j < float_full; j += FW)
-            (((F::load_unaligned(x + j) - high_part) - low_part) * float_scale).store_unaligned(y + j);
+            (((F::load_unaligned(x + j) - high) - low) * scale).store_unaligned(y + j);
         for (index_type j = float_full; j < size; ++j)
-            y[j] = finish((static_cast<double>(x[j]) - group_mean) / denominator);
+            y[j] = static_cast<float>((static_cast<double>(x[j]) - plan.mean) / plan.denominator);
     }
 
     // A contiguous group from its moments, or a non-finite group (NaN or ±inf inside) by the general path.
@@ -626,11 +602,40 @@ private:
         }
         const double size = static_cast<double>(layout_->size);
         const double stretch = options_.center == center_mode::leave_one_out ? size / (size - 1) : 1.0;
+        if constexpr (std::is_same_v<O, float>) {
+            if (!clipped_) return sixteen_float_writes(first, stats, denominator, reciprocal, stretch, scratch);
+        }
         for (index_type k = 0; k < 16; ++k) {
             if (std::isnan(stats.mean[k]))
                 general_group(first + k, scratch);
             else
                 write_scaled(first + k, stats.mean[k], denominator[k] / stretch, reciprocal[k] * stretch);
+        }
+    }
+
+    // write_scaled_float for the sixteen groups, their float plans made in double lanes (the same roundings
+    // as one group's: float(μ), float(μ − μ_high), float(stretch/D)), so a group's loop only broadcasts them.
+    void sixteen_float_writes(index_type first, const core::sixteen_moments& stats, const double* denominator,
+                              const double* reciprocal, double stretch, group_scratch& scratch) {
+        using B = core::batch<double>;
+        constexpr index_type W = core::width<double>;
+        alignas(64) float high[16], low[16], scale[16];
+        for (index_type lane = 0; lane < 16; lane += W) {
+            const B mean = B::load_aligned(stats.mean + lane);
+            core::store_from_double(high + lane, mean);
+            core::store_from_double(low + lane, mean - core::load_as_double(high + lane));
+            core::store_from_double(scale + lane, B::load_aligned(reciprocal + lane) * B(stretch));
+        }
+        const index_type size = layout_->size;
+        for (index_type k = 0; k < 16; ++k) {
+            const index_type g = first + k;
+            if (std::isnan(stats.mean[k])) {
+                general_group(g, scratch);
+                continue;
+            }
+            write_scaled_float(reinterpret_cast<const float*>(in_.rewards.data) + g * size,
+                               reinterpret_cast<float*>(out_.data) + g * size, size,
+                               {high[k], low[k], scale[k], stats.mean[k], denominator[k] / stretch});
         }
     }
 
@@ -680,7 +685,9 @@ private:
         const whiten_options& whiten = options_.whiten;
         if (whiten.mode == whiten_mode::none) return;
         const bool by_tokens = whiten.mode == whiten_mode::token_weighted;
-        const auto whitens = [&](index_type i) { return is_valid(i) && !excluded_[static_cast<std::size_t>(i)]; };
+        const auto whitens = [&](index_type i) {
+            return is_valid(i) && (excluded_.empty() || !excluded_[static_cast<std::size_t>(i)]);
+        };
         const auto whitened = core::two_pass_moments_scaled([&](auto&& sink) {
             for (index_type i = 0; i < n_; ++i)
                 if (whitens(i)) sink(static_cast<double>(out_[i]), by_tokens ? tokens_[i] : 1.0);
