@@ -17,9 +17,15 @@ T to_storage(double value) {
     return core::from_compute<T>(static_cast<core::compute_t<T>>(value));
 }
 
+// A stored value in double: exact for every storage type.
+template <class T>
+double to_double(T value) {
+    return static_cast<double>(core::to_compute(value));
+}
+
 template <class T>
 double value_of(const matrix_view<const T>& x, index_type i, index_type t) {
-    return static_cast<double>(core::to_compute(x(i, t)));
+    return to_double(x(i, t));
 }
 
 template <class T>
@@ -59,7 +65,7 @@ void stage(const matrix_view<const T>& x, index_type first, index_type count, in
     }
     for (index_type k = 0; k < W; ++k) {
         const T* row = k < count ? x.row(first + k) + start : nullptr;
-        for (index_type j = c; j < columns; ++j) tile[j][k] = row ? static_cast<double>(core::to_compute(row[j])) : 0.0;
+        for (index_type j = c; j < columns; ++j) tile[j][k] = row ? to_double(row[j]) : 0.0;
     }
 }
 
