@@ -11,10 +11,12 @@
 //   that is not a multiple of G.
 // - With undeclared ids, groups are numbered by first appearance; with a
 //   declared count, group k is id k and may be empty.
-// - Resolving ragged ids costs one pass of a direct table (ids < 4n + 64) or an open-addressing
-//   hash table, and one counting sort; group_normalize reuses per-thread buffers for it. A sample
-//   whose id equals the one before takes that sample's group without a lookup, so ids in runs
-//   (verl repeats each uid n times) cost a compare each. The contiguous case is pure arithmetic.
+// - Resolving ragged ids costs a SIMD scan that checks them, one pass of a direct table
+//   (ids < 4n + 64) or an open-addressing hash table (sized at first as the thread's last call
+//   needed, so that a training loop's alike batches rehash nothing), and, when member lists are
+//   wanted, one counting sort; group_normalize reuses per-thread buffers for it. A sample whose id
+//   equals the one before takes that sample's group without a lookup, so ids in runs (verl repeats
+//   each uid n times) cost a compare each. The contiguous case is pure arithmetic.
 #pragma once
 
 #include "error.hpp"
