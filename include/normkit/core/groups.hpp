@@ -152,8 +152,12 @@ template <class Id>
 void number_by_hash(group_layout& layout, index_type* dense, const Id* ids, index_type samples) {
     using slot_type = std::pair<std::int64_t, index_type>;
     thread_local std::vector<slot_type> storage;
-    thread_local int last_bits = 10;  // the table this thread needed last: a training loop's batches
-    int bits = last_bits;             // are alike, so it usually needs no rehash
+    // The table starts at the largest size this thread's calls have needed (a training loop's batches
+    // are alike, so it rehashes nothing), but no larger than the 2n slots that hold n distinct ids (1024
+    // at least): a small batch after a large one does not clear the large table.
+    thread_local int last_bits = 10;
+    int bits = 10;
+    while (bits < last_bits && (std::size_t(1) << bits) < 2 * static_cast<std::size_t>(samples)) ++bits;
     std::size_t capacity = std::size_t(1) << bits;
     int shift = 64 - bits;
     storage.assign(capacity, {-1, -1});
@@ -196,7 +200,7 @@ void number_by_hash(group_layout& layout, index_type* dense, const Id* ids, inde
         dense[i] = previous_group;
     }
     layout.count = count;
-    last_bits = bits;
+    last_bits = std::max(last_bits, bits);
 }
 
 // The caller's ids of either width: checked, then numbered by first appearance (or by id, with a
