@@ -208,7 +208,8 @@ template <class C>
     return xsimd::pow(x, y);
 }
 
-// Lane-wise maximum and minimum (xsimd::max / min).
+// Lane-wise maximum and minimum (xsimd::max / min): x > y ? x : y and x < y ? x : y, the x86
+// instructions' rule, so y where either is NaN and where the two are equal.
 template <class C>
 [[gnu::flatten]] inline batch<C> maximum(const batch<C>& x, const batch<C>& y) {
     return xsimd::max(x, y);

@@ -628,6 +628,14 @@ inline batch<C> keep_lanes(const batch<C>& value, index_type count) {
     return count == width<C> ? value : xsimd::select(lanes_below<C>(count), value, batch<C>(C(0)));
 }
 
+// sum += value in the lanes of `where`, the others left as they are: one masked add with AVX-512,
+// where sum += select(where, value, 0) takes a blend and an add. The same bits as that form while
+// the sum is not −0, and a sum that starts at +0 never is (+0 + −0 and x + (−x) are +0).
+template <class C>
+[[gnu::always_inline]] inline void add_where(batch<C>& sum, const batch_mask<C>& where, const batch<C>& value) {
+    sum = xsimd::select(where, sum + value, sum);
+}
+
 }  // namespace normkit::core
 
 namespace normkit::core {
