@@ -87,7 +87,8 @@ template <kl_estimator E, bool StraightThrough, class C>
             const batch<C> ratio = core::exp(log_ratio);
             const batch<C> raw = ratio - log_ratio - C(1);
             value = minimum(maximum(raw, -cap), cap);
-            const auto passes = (absolute(d) <= limit) & (raw <= cap) & (raw >= -cap);
+            // |d| ≤ 20 and |raw| ≤ 10 as "the clamp kept it": both false where the value is NaN.
+            const auto passes = (log_ratio == -d) & (value == raw);
             gradient = xsimd::select(passes, C(1) - ratio, batch<C>(C(0)));
         } else {
             const batch<C> ratio = core::exp(-d);

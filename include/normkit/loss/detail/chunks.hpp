@@ -3,6 +3,7 @@
 // aggregation of one chunk share its loads.
 #pragma once
 
+#include "../../core/math.hpp"
 #include "../../core/simd.hpp"
 #include "../../core/view.hpp"
 
@@ -42,18 +43,20 @@ void store_chunk(T* destination, const core::compute_t<T>* values, index_type n)
     });
 }
 
-// min, max and |·| by compare and select: GCC 12 reports xsimd's AVX-512 forms as reading an
-// uninitialized register (-Wuninitialized inside avx512fintrin.h), which -Werror turns fatal.
+// min and max with the lane rule of a compare and select, b < a ? b : a and b > a ? b : a (a where
+// either is NaN, and where the two are equal): that is the x86 min/max instruction with b first, one
+// instruction where a compare and a blend take two on the vector ports.
 template <class C>
 inline core::batch<C> minimum(const core::batch<C>& a, const core::batch<C>& b) {
-    return xsimd::select(b < a, b, a);
+    return core::minimum(b, a);
 }
 
 template <class C>
 inline core::batch<C> maximum(const core::batch<C>& a, const core::batch<C>& b) {
-    return xsimd::select(b > a, b, a);
+    return core::maximum(b, a);
 }
 
+// |a| by compare and select (−0 stays −0).
 template <class C>
 inline core::batch<C> absolute(const core::batch<C>& a) {
     return xsimd::select(a < core::batch<C>(C(0)), -a, a);

@@ -140,7 +140,6 @@ template <class V, class T, class C = core::compute_t<T>>
                                                    const core::batch<C>& mv, const core::batch_mask<C>& selected,
                                                    core::batch<C>& g, policy_row<C>& row) {
     using core::batch;
-    const batch<C> zero(C(0));
     if constexpr (V::kl) {
         batch<C> k, gk;
         const batch<C> x = core::load(chunk.x + i, c);
@@ -152,9 +151,9 @@ template <class V, class T, class C = core::compute_t<T>>
             k *= r;
         }
         g += batch<C>(constants.beta) * gk;
-        row.kl += xsimd::select(selected, mv * k, zero);
+        core::add_where(row.kl, selected, mv * k);
     }
-    if constexpr (V::entropy) row.entropy += xsimd::select(selected, mv * core::load(chunk.entropies + i, c), zero);
+    if constexpr (V::entropy) core::add_where(row.entropy, selected, mv * core::load(chunk.entropies + i, c));
 }
 
 // One batch of tokens: the surrogate, the KL and entropy terms, both gradients, and the row's sums.
@@ -170,7 +169,8 @@ template <class V, class T, class C = core::compute_t<T>>
     const auto bad = k.binary ? (selected & (mv != one)) : !((mv >= zero) & (mv < infinity));
     batch<C> ell, g;
     surrogate_step<V>(k, chunk, buffers, i, c, mv, selected, state, metrics, ell, g);
-    if (chunk.selection)
+    // kl_cov and clip_cov, the modes with a selection, are never fused.
+    if (!V::fused && chunk.selection)
         select_step(k.surrogate, core::load(chunk.selection + i, c), core::load(chunk.x + i, c),
                     core::load(chunk.old + i, c), ell, g);
     if (chunk.is_weights) {  // the rollout correction weighs the surrogate only, not KL or entropy
@@ -182,8 +182,8 @@ template <class V, class T, class C = core::compute_t<T>>
     if (chunk.gradient) store_gradient(k, chunk.gradient + i, c, xsimd::select(selected, row.a * mv * g, zero));
     if (chunk.entropy_gradient)
         core::store(chunk.entropy_gradient + i, xsimd::select(selected, row.entropy_scale * mv, zero), c);
-    row.policy += xsimd::select(selected, mv * ell, zero);
-    row.bad += xsimd::select(bad, one, zero);
+    core::add_where(row.policy, selected, mv * ell);
+    core::add_where(row.bad, bad, one);
 }
 
 // One chunk of n tokens at `offset` of a row.

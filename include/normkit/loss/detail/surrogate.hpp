@@ -160,9 +160,13 @@ struct sequence_state {
     double count = 0;                      // Σ_t m_t, the row's n_i
 };
 
+// A surrogate's terms of one batch; the clip flags are lane masks (whether the token was clipped,
+// and clipped by the lower bound), which the metric sums add the mask under.
 template <class C>
 struct token_terms {
-    core::batch<C> loss, derivative, clipped, clipped_lower, negative_log_ratio;
+    core::batch<C> loss, derivative;
+    core::batch_mask<C> clipped, clipped_lower;
+    core::batch<C> negative_log_ratio;
 };
 
 // log of each lane with std::log: dppo_kl's binary KL only, not a hot path (xsimd::log trips GCC 12's
@@ -201,8 +205,8 @@ template <surrogate_mode M, class C>
     const batch<C> v = xsimd::select(valid, one, zero);
     out.loss = -a * truncated * x * v;
     out.derivative = -a * truncated * v;
-    out.clipped = one - v;
-    out.clipped_lower = xsimd::select(r > dual, v, zero);
+    out.clipped = !valid;
+    out.clipped_lower = valid & (r > dual);
 }
 
 // PPO's clipped objective at ratio r with ∂r/∂x = slope: ℓ = max(−A·r, −A·clip(r)); the clipped
@@ -212,13 +216,13 @@ template <class C>
                                                   const core::batch<C>& slope, const core::batch<C>& a,
                                                   token_terms<C>& out) {
     using core::batch;
-    const batch<C> zero(C(0)), one(C(1));
+    const batch<C> zero(C(0));
     const batch<C> unclipped = -a * r;
     const batch<C> clipped = -a * minimum(maximum(r, batch<C>(p.low)), batch<C>(p.high));
     const auto on_clip = clipped > unclipped;
     out.loss = xsimd::select(on_clip, clipped, unclipped);
     out.derivative = xsimd::select(on_clip, zero, -a * slope);
-    out.clipped = xsimd::select(on_clip, one, zero);
+    out.clipped = on_clip;
 }
 
 // sapo_sequence's ℓ = −A·σ(τ(s_i − 1))·4/τ: the gate is one value per row and sign of A (sequence_row).
@@ -236,11 +240,12 @@ template <surrogate_mode M, class C>
                                                              const core::batch<C>& old, const core::batch<C>& a) {
     using core::batch;
     const batch<C> zero(C(0)), one(C(1));
-    token_terms<C> out{zero, zero, zero, zero, zero};
+    const core::batch_mask<C> none(false);
+    token_terms<C> out{zero, zero, none, none, zero};
     const batch<C> raw = x - old;
     const batch<C> limit(p.log_clamp);
     const batch<C> d = minimum(maximum(raw, -limit), limit);
-    const auto passes = absolute(raw) <= limit;
+    const auto passes = d == raw;  // |raw| ≤ limit: false where raw is NaN, as d is NaN then
     out.negative_log_ratio = p.raw_metric ? -raw : -d;
     const auto ppo_form = [&](const batch<C>& r, const batch<C>& slope) { ppo_clip_terms(p, r, slope, a, out); };
     if constexpr (M == surrogate_mode::ppo_clip || M == surrogate_mode::clip_cov) {
@@ -250,7 +255,7 @@ template <surrogate_mode M, class C>
         const auto lower = (a < zero) & (out.loss > cap);
         out.loss = xsimd::select(lower, cap, out.loss);
         out.derivative = xsimd::select(lower | !passes, zero, out.derivative);
-        out.clipped_lower = xsimd::select(lower, one, zero);
+        out.clipped_lower = lower;
     } else if constexpr (M == surrogate_mode::cispo_clip || M == surrogate_mode::cispo_cap) {
         const batch<C> r = core::exp(d);
         const batch<C> coefficient = M == surrogate_mode::cispo_clip
@@ -258,7 +263,7 @@ template <surrogate_mode M, class C>
                                          : minimum(r, batch<C>(p.epsilon_high));
         out.loss = -coefficient * a * x;
         out.derivative = -coefficient * a;
-        out.clipped = xsimd::select(coefficient != r, one, zero);
+        out.clipped = coefficient != r;
     } else if constexpr (M == surrogate_mode::gspo_token || M == surrogate_mode::gspo_sequence) {
         ppo_form(batch<C>(row.ratio), batch<C>(row.ratio));
         if constexpr (M == surrogate_mode::gspo_token) {
@@ -307,8 +312,7 @@ template <surrogate_mode M, class C>
             ((positive & (d <= batch<C>(p.epsilon_high))) | (negative & (d >= -batch<C>(p.epsilon_low)))) & passes;
         out.loss = -a * batch<C>(row.ratio);
         out.derivative = xsimd::select(active, batch<C>(row.gradient_scale), zero);
-        out.clipped = xsimd::select(
-            (positive & (d > batch<C>(p.epsilon_high))) | (negative & (d < -batch<C>(p.epsilon_low))), one, zero);
+        out.clipped = (positive & (d > batch<C>(p.epsilon_high))) | (negative & (d < -batch<C>(p.epsilon_low)));
     }
     return out;
 }
@@ -447,16 +451,14 @@ struct surrogate_sums {
 
     [[gnu::always_inline]] void add(const token_terms<C>& terms, const core::batch<C>& mask,
                                     const core::batch_mask<C>& selected) {
-        const core::batch<C> zero(C(0));
         add_unclipped(terms, mask, selected);
-        clipped += xsimd::select(selected, mask * terms.clipped, zero);
-        clipped_lower += xsimd::select(selected, mask * terms.clipped_lower, zero);
+        core::add_where(clipped, selected & terms.clipped, mask);
+        core::add_where(clipped_lower, selected & terms.clipped_lower, mask);
     }
-    // add for a surrogate that leaves both clip flags 0 (sets_clip_flags): their sums stay 0 for a
-    // finite mask ≥ 0 (m·0 = 0), the only masks policy_loss accepts, so they are not summed.
+    // add for a surrogate that leaves both clip flags false (sets_clip_flags): their sums stay 0.
     [[gnu::always_inline]] void add_unclipped(const token_terms<C>& terms, const core::batch<C>& mask,
                                               const core::batch_mask<C>& selected) {
-        negative_log_ratio += xsimd::select(selected, mask * terms.negative_log_ratio, core::batch<C>(C(0)));
+        core::add_where(negative_log_ratio, selected, mask * terms.negative_log_ratio);
         tokens += mask;
     }
 };
