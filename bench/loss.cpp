@@ -106,9 +106,11 @@ void register_policy_loss(index_type rows, index_type cols, int threads) {
         if (threads == 1)
             register_case(operation, shape, "yardstick", bytes, [=] {
                 auto& t = get();
-                benchmark::DoNotOptimize(bench::yardstick::policy_loss(
-                    t.x.data(), t.old.data(), t.ref.data(), t.mask.data(), t.advantages.data(), t.gradient.data(), rows,
-                    cols, static_cast<float>(t.tokens)));
+                const auto values = bench::yardstick::policy_loss(t.x.data(), t.old.data(), t.ref.data(), t.mask.data(),
+                                                                  t.advantages.data(), t.gradient.data(), rows, cols,
+                                                                  static_cast<float>(t.tokens));
+                benchmark::DoNotOptimize(values.loss);
+                benchmark::DoNotOptimize(values.clipfrac);
                 benchmark::DoNotOptimize(t.gradient.data());
             });
 #ifdef NORMKIT_HAVE_TORCH

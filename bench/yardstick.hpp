@@ -236,34 +236,51 @@ void logits_statistics(const T* z, const index_type* tokens, float* lse, float* 
     }
 }
 
-// verl's actor loss, token-mean over the mask: PPO clip (ε 0.2, dual clip 3) on r = exp(clamp(x − old, ±20)),
-// plus 0.001·k3 (k3 = e^k − k − 1, k = ref − x, clamped to ±10); ∂/∂x of the whole into gradient.
-inline float policy_loss(const float* x, const float* old, const float* ref, const float* mask, const float* advantages,
-                         float* gradient, index_type rows, index_type cols, float tokens) {
-    const batch zero(0.0f), scale(1.0f / tokens), beta(0.001f);
-    batch total(0.0f);
+// verl's actor loss, token-mean over the mask, with what its compute_policy_loss_vanilla reports
+// beside it (normkit's policy_loss returns the same): PPO clip (ε 0.2, dual clip 3) on
+// r = exp(clamp(x − old, ±20)), plus 0.001·k3 (k3 = e^k − k − 1, k = clamp(ref − x, ±20), the value
+// clamped to ±10); ∂/∂x of the whole into gradient, zero where a clamp holds (autograd's clamp);
+// the metrics pg_clipfrac, pg_clipfrac_lower and ppo_kl as masked means.
+struct policy_loss_values {
+    float loss, clipfrac, clipfrac_lower, ppo_kl;
+};
+
+inline policy_loss_values policy_loss(const float* x, const float* old, const float* ref, const float* mask,
+                                      const float* advantages, float* gradient, index_type rows, index_type cols,
+                                      float tokens) {
+    const batch zero(0.0f), scale(1.0f / tokens), beta(0.001f), limit(20.0f), cap(10.0f);
+    batch total(0.0f), clipped(0.0f), clipped_lower(0.0f), log_ratio(0.0f);
     for (index_type i = 0; i < rows; ++i) {
         const batch a(advantages[i]);
         each(cols, [&](index_type j, index_type c) {
             const index_type k = i * cols + j;
             const batch xv = load(x + k, c), m = load(mask + k, c);
-            const batch r =
-                xsimd::exp(core::minimum(core::maximum(xv - load(old + k, c), batch(-20.0f)), batch(20.0f)));
-            const batch unclipped = -a * r, clipped = -a * core::minimum(core::maximum(r, batch(0.8f)), batch(1.2f));
-            const auto on_clip = clipped > unclipped;
-            batch loss = xsimd::select(on_clip, clipped, unclipped);
-            batch slope = xsimd::select(on_clip, zero, -a * r);
+            const batch d = xv - load(old + k, c);
+            const batch dc = core::minimum(core::maximum(d, -limit), limit);
+            const batch r = xsimd::exp(dc);
+            const batch unclipped = -a * r,
+                        clipped_side = -a * core::minimum(core::maximum(r, batch(0.8f)), batch(1.2f));
+            const auto on_clip = clipped_side > unclipped;
+            batch loss = xsimd::select(on_clip, clipped_side, unclipped);
+            batch slope = xsimd::select(on_clip | (xsimd::abs(d) > limit), zero, -a * r);
             const auto dual = (a < zero) & (loss > batch(-3.0f) * a);
             loss = xsimd::select(dual, batch(-3.0f) * a, loss);
             slope = xsimd::select(dual, zero, slope);
-            const batch e = xsimd::exp(load(ref + k, c) - xv);
-            const batch kl =
-                core::minimum(core::maximum(e - (load(ref + k, c) - xv) - batch(1.0f), batch(-10.0f)), batch(10.0f));
+            const batch kd = load(ref + k, c) - xv;
+            const batch kc = core::minimum(core::maximum(kd, -limit), limit);
+            const batch e = xsimd::exp(kc);
+            const batch kl_raw = e - kc - batch(1.0f);
+            const batch kl = core::minimum(core::maximum(kl_raw, -cap), cap);
+            const auto kl_passes = (xsimd::abs(kd) <= limit) & (xsimd::abs(kl_raw) <= cap);
             total += m * (loss + beta * kl);
-            store(gradient + k, m * scale * (slope + beta * (batch(1.0f) - e)), c);
+            clipped += m * xsimd::select(on_clip, batch(1.0f), zero);
+            clipped_lower += m * xsimd::select(dual, batch(1.0f), zero);
+            log_ratio -= m * dc;
+            store(gradient + k, m * scale * (slope + beta * xsimd::select(kl_passes, batch(1.0f) - e, zero)), c);
         });
     }
-    return core::horizontal_sum(total) / tokens;
+    return {core::horizontal_sum(total) / tokens, core::horizontal_sum(clipped) / tokens,
+            core::horizontal_sum(clipped_lower) / tokens, core::horizontal_sum(log_ratio) / tokens};
 }
 
 // GRPO-family advantages per group, as plain loops over each group's samples: the group's mean
