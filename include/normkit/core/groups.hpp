@@ -20,6 +20,7 @@
 #pragma once
 
 #include "error.hpp"
+#include "stream.hpp"
 #include "view.hpp"
 
 #include <algorithm>
@@ -185,12 +186,11 @@ void number_by_hash(group_layout& layout, index_type* dense, const Id* ids, inde
         }
         return group;
     };
-    constexpr index_type ahead = 16;
-    const index_type fetched = std::max<index_type>(samples - ahead, 0);
+    const auto slot_of = [&](index_type j) { return home(ids[j]); };
     std::int64_t previous = -1;
     index_type previous_group = -1;
     for (index_type i = 0; i < samples; ++i) {
-        if (i < fetched) __builtin_prefetch(slots + home(ids[i + ahead]));
+        core::prefetch_gathered(slots, slot_of, i, samples);
         const std::int64_t value = ids[i];
         if (value != previous) {  // the same id as the sample before: its group, without a probe
             previous = value;

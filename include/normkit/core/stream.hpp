@@ -299,6 +299,21 @@ inline void prefetch_ahead(const T* p) {
     prefetch(reinterpret_cast<const char*>(p) + prefetch_bytes);
 }
 
+// How many samples ahead a pass over records chosen by an index (a group's sums or plan, a hash
+// slot) asks for the record a later sample reaches: in shuffled order each is a random line, which
+// the hardware prefetcher cannot guess, and sixteen samples cover a miss to memory.
+inline constexpr index_type gather_ahead = 16;
+
+// Asks for records[at(i + gather_ahead)] while sample i of n is processed (Write: to be written).
+template <int Write = 0, class R, class At>
+[[gnu::always_inline]] inline void prefetch_gathered(const R* records, At&& at, index_type i, index_type n) {
+#if defined(__GNUC__) || defined(__clang__)
+    if (i + gather_ahead < n) __builtin_prefetch(records + at(i + gather_ahead), Write, 3);
+#else
+    (void)records, (void)at, (void)i, (void)n;
+#endif
+}
+
 // Whether a sweep whose batch of T is at element i asks for a line there: once every 64 bytes.
 // A 16-bit batch fills half a line, and asking twice costs a bf16 sweep over memory its share of
 // load slots and fill buffers. The lines asked for are 64 bytes apart, so every line is asked for

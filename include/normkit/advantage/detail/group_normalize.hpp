@@ -23,6 +23,7 @@
 #include "../../core/group_moments.hpp"
 #include "../../core/parallel.hpp"
 #include "../../core/simd.hpp"
+#include "../../core/stream.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -424,11 +425,8 @@ private:
     void scatter_sums(core::shifted_sums* sums) {
         const index_type* group_of = dense_->data();
         const T* rewards = in_.rewards.data;
-        constexpr index_type ahead = 16;
-        const index_type fetched = std::max<index_type>(n_ - ahead, 0);
-        const auto fetch = [&](index_type i) {
-            if (i < fetched) __builtin_prefetch(sums + group_of[i + ahead], 1);
-        };
+        const auto member = [&](index_type j) { return group_of[j]; };
+        const auto fetch = [&](index_type j) { core::prefetch_gathered<1>(sums, member, j, n_); };
         for (index_type i = 0; i < n_;) {
             fetch(i);
             if (checked && !is_valid(i)) {
@@ -440,12 +438,11 @@ private:
             const double shift = group.count == 0 ? static_cast<double>(rewards[i]) : group.shift;
             double sum = group.sum, square = group.square;
             index_type members = 0;
-            do {
-                if (!checked || is_valid(i)) {
-                    core::shifted_sums::accumulate(static_cast<double>(rewards[i]), shift, sum, square);
-                    ++members;
-                }
-                fetch(++i);
+            do {  // i is a valid member of g; then past the run's members that are not valid
+                core::shifted_sums::accumulate(static_cast<double>(rewards[i]), shift, sum, square);
+                ++members;
+                do fetch(++i);
+                while (checked && i < n_ && group_of[i] == g && !is_valid(i));
             } while (i < n_ && group_of[i] == g);
             group = core::shifted_sums{shift, sum, square, group.count + static_cast<double>(members)};
         }
@@ -481,10 +478,9 @@ private:
         }
         const index_type* group_of = dense_->data();
         const plan* planned = plans.data();
-        constexpr index_type ahead = 16;
-        const index_type fetched = std::max<index_type>(n_ - ahead, 0);
+        const auto member = [&](index_type j) { return group_of[j]; };
         for (index_type i = 0; i < n_; ++i) {
-            if (i < fetched) __builtin_prefetch(planned + group_of[i + ahead]);
+            core::prefetch_gathered(planned, member, i, n_);
             const plan& p = planned[group_of[i]];
             const bool zero = p.zeroed != 0 || (checked && !is_valid(i));
             out_[i] = zero ? O(0) : finish((static_cast<double>(in_.rewards[i]) - p.center) * p.multiplier);
@@ -543,10 +539,9 @@ private:
                 core::store_from_double(y + j, value);
             }
         } else if constexpr (std::is_same_v<T, float> && std::is_same_v<O, float>) {
-            const auto high = static_cast<float>(group_mean);
-            return write_scaled_float(x, y, size,
-                                      {high, static_cast<float>(group_mean - static_cast<double>(high)),
-                                       static_cast<float>(reciprocal), group_mean, denominator});
+            alignas(64) float high[W], low[W], multiplier[W];
+            float_plans(mean, scale, high, low, multiplier);
+            return write_scaled_float(x, y, size, {high[0], low[0], multiplier[0], group_mean, denominator});
         } else {
             for (index_type j = 0; j < full; j += W)
                 core::store_from_double(y + j, (core::load_as_double(x + j) - mean) * scale);
@@ -561,6 +556,15 @@ private:
         float high, low, scale;
         double mean, denominator;
     };
+
+    // The float parts of the plans of width<double> groups from their μ and multiplier (stretch/D) in
+    // double lanes: float(μ), float(μ − float(μ)) and float(multiplier), the one rounding rule of a plan.
+    static void float_plans(const core::batch<double>& mean, const core::batch<double>& multiplier, float* high,
+                            float* low, float* scale) {
+        core::store_from_double(high, mean);
+        core::store_from_double(low, mean - core::load_as_double(high));
+        core::store_from_double(scale, multiplier);
+    }
 
     // Float lanes, twice as many per instruction: a few float roundings of the quotient (the header's
     // bound).
@@ -613,19 +617,16 @@ private:
         }
     }
 
-    // write_scaled_float for the sixteen groups, their float plans made in double lanes (the same roundings
-    // as one group's: float(μ), float(μ − μ_high), float(stretch/D)), so a group's loop only broadcasts them.
+    // write_scaled_float for the sixteen groups, their float plans made in double lanes (float_plans), so a
+    // group's loop only broadcasts them.
     void sixteen_float_writes(index_type first, const core::sixteen_moments& stats, const double* denominator,
                               const double* reciprocal, double stretch, group_scratch& scratch) {
         using B = core::batch<double>;
         constexpr index_type W = core::width<double>;
         alignas(64) float high[16], low[16], scale[16];
-        for (index_type lane = 0; lane < 16; lane += W) {
-            const B mean = B::load_aligned(stats.mean + lane);
-            core::store_from_double(high + lane, mean);
-            core::store_from_double(low + lane, mean - core::load_as_double(high + lane));
-            core::store_from_double(scale + lane, B::load_aligned(reciprocal + lane) * B(stretch));
-        }
+        for (index_type lane = 0; lane < 16; lane += W)
+            float_plans(B::load_aligned(stats.mean + lane), B::load_aligned(reciprocal + lane) * B(stretch),
+                        high + lane, low + lane, scale + lane);
         const index_type size = layout_->size;
         for (index_type k = 0; k < 16; ++k) {
             const index_type g = first + k;
