@@ -513,8 +513,10 @@ TEST_CASE("sixteen_group_moments gives each group the bits of its own shifted su
             CHECK(result.mean[g] == expected.mean);
             CHECK(result.m2[g] == expected.m2);
             // core::shifted_sums, a value at a time in the group's order (the ragged scatter's form).
-            core::shifted_sums sums;
-            for (index_type k = 0; k < size; ++k) sums.add(x[static_cast<std::size_t>(g * size + k)]);
+            const float* group = x.data() + g * size;
+            core::shifted_sums sums{static_cast<double>(group[0]), 0, 0, static_cast<double>(size)};
+            for (index_type k = 0; k < size; ++k)
+                core::shifted_sums::accumulate(static_cast<double>(group[k]), sums.shift, sums.sum, sums.square);
             const moments scattered = sums.finish();
             CHECK(scattered.count == static_cast<double>(size));
             CHECK(scattered.mean == expected.mean);

@@ -65,17 +65,11 @@ moments contiguous_moments(const T* x, index_type n) {
 }
 
 // One group's shifted one-pass sums, 32 bytes, built a value at a time in any order of arrival:
-// x₀ is the first value added. The first add sets x₀ and adds x₀ − x₀ = 0, which leaves the sums'
-// bits as a lane's, which skips it, so adding a group's values in order and finishing gives
+// x₀ is the first value to arrive. Accumulating x₀ itself adds x₀ − x₀ = 0, which leaves the sums'
+// bits as a lane's, which skips it, so accumulating a group's values in order and finishing gives
 // sixteen_group_moments' mean and M2 for it, bit for bit.
 struct shifted_sums {
     double shift = 0, sum = 0, square = 0, count = 0;
-
-    void add(double value) {
-        if (count == 0) shift = value;
-        accumulate(value, shift, sum, square);
-        count += 1;
-    }
 
     // Σ += x − x₀ and Σ² += (x − x₀)², on loose doubles for loops that keep a group's sums in
     // registers (as a struct, GCC packs them into one vector register and unpacks it at every add).
