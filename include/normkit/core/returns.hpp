@@ -1,7 +1,11 @@
-// The one masked backward recursion of the library: every discounted sum over
-// the tokens of a response (credit::discounted_returns and GAE,
-// advantage::reinforce_pp and remax, the turn returns of credit/turns.hpp)
-// runs through masked_discounted_sum, with one rule for its discount.
+// The one masked backward recursion of the library, with one rule for its
+// discount: the discounted sums over the tokens of a response
+// (credit::discounted_returns, advantage::reinforce_pp and remax) run through
+// masked_discounted_sum. Two kernels run its carry and discount_through rules on
+// several rows at once, a row per lane, for the speed of overlapping chains:
+// GAE (credit/detail/returns.hpp, gae_lanes) and the turn returns
+// (credit/detail/turns.hpp, discounted_sums); each lane follows this loop's
+// rule on its row, and both are tested against the double references.
 #pragma once
 
 #include "error.hpp"
