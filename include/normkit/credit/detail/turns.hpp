@@ -1,16 +1,20 @@
 // The implementation of credit/turns.hpp. A per-turn table is read once into a flat [B × N]
 // buffer of doubles (padding never read); the discounted sums run eight rows at a time, so the
 // eight independent recursions overlap; the statistics of the (group, turn index) cells are taken
-// as per-column sums over the group's rows, in member order (two_pass_moments' order, cell by
-// cell); a group's statistics over all its turns take each row in eight partial sums. A few flat
-// buffers per call, nothing allocated per row, per cell or per turn.
+// a batch of turn indices at a time, lane k the cell of index t + k, summed over the group's
+// members in row order in registers (two_pass_moments' order, cell by cell); a group's statistics
+// over all its turns take each row in eight partial sums (batches of lanes). A few flat buffers per
+// call, nothing allocated per row, per cell or per turn.
 #pragma once
 
 #include "../returns.hpp"
+#include "../../core/convert.hpp"
+#include "../../core/math.hpp"
 #include "../../core/parallel.hpp"
 #include "../token_data.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -95,181 +99,188 @@ turn_table discounted_sums(const turn_table& in, double gamma) {
     return out;
 }
 
-// The location and scale of every (group, turn index t) cell, then the z-scores of its values;
-// the sums of a cell run over the group's members in row order, as two_pass_moments takes them.
-struct cell_columns_slot;
+// z = NaN for a non-finite set, 0 for a degenerate one, else (x − mean)/scale (standardized()):
+// lane by lane, bad and spread being masks of the lanes' sets.
+using double_batch = core::batch<double>;
+using double_mask = core::batch_mask<double>;
+constexpr index_type double_lanes = core::width<double>;
 
-// Flags are doubles (counts of non-finite values, of values unlike the cell's first), so that
-// every sweep over t is a loop of batches; x − x ≠ 0 is the test for NaN and ±inf.
-struct cell_columns {
-    double *count, *mean, *centred, *squares, *first, *bad, *spread, *scale;
-
-    explicit cell_columns(index_type cols) {
-        const auto size = static_cast<std::size_t>(cols);
-        double* block = core::workspace<double, cell_columns_slot>(8 * size);
-        double** arrays[] = {&count, &mean, &centred, &squares, &first, &bad, &spread, &scale};
-        for (std::size_t k = 0; k < 8; ++k) *arrays[k] = block + k * size;
-    }
-};
-
-inline double not_finite(double x) { return x - x != 0 ? 1.0 : 0.0; }
-
-// z = NaN for a non-finite set, 0 for a degenerate one, else (x − mean)/scale (standardized()).
-inline double z_score(double x, double mean, double scale, double bad, double spread) {
-    const double z = (x - mean) / scale;
-    return bad != 0 ? std::numeric_limits<double>::quiet_NaN() : spread != 0 ? z : 0.0;
+inline double_batch z_scores(const double_batch& x, const double_batch& mean, const double_batch& scale,
+                             const double_mask& bad, const double_mask& spread) {
+    const double_batch z = xsimd::select(spread, (x - mean) / scale, double_batch(0.0));
+    return xsimd::select(bad, double_batch(std::numeric_limits<double>::quiet_NaN()), z);
 }
 
+// NaN and ±inf: x − x is not 0. Written as !(… == 0) since xsimd's != is the ordered compare,
+// false where a lane is NaN.
+inline double_mask not_finite(const double_batch& x) { return !((x - x) == double_batch(0.0)); }
+
+// The scale of a set from its count and M2: √(M2/(count − ddof)) + ε (0 + ε when count ≤ ddof), or
+// 1 when the set is only centred.
+inline double_batch set_scale(const double_batch& count, const double_batch& m2, int ddof, double eps,
+                              bool divide_by_std) {
+    if (!divide_by_std) return double_batch(1.0);
+    const double_batch divisor = count - double_batch(static_cast<double>(ddof));
+    const double_batch zero(0.0);
+    return xsimd::select(divisor > zero, core::square_root(m2 / divisor), zero) + double_batch(eps);
+}
+
+// The z-scores of every (group, turn index t) cell: for each batch of turn indices, lane k the
+// cell t + k, the cell's sums run over the group's members in row order in registers (the order
+// two_pass_moments takes them), then its members' z-scores are written. A member reaches the
+// lanes below its turn count. Every read of a batch's columns precedes its writes, so `out` may be
+// `values`.
 inline void standardize_per_turn(const turn_table& values, const group_lists& groups, int ddof, double eps,
                                  bool divide_by_std, turn_table& out) {
-    cell_columns c(values.cols);
+    using D = double_batch;
+    constexpr index_type W = double_lanes;
+    const D zero(0.0), one(1.0);
     for (const auto& members : groups) {
         index_type depth = 0;
         for (index_type i : members) depth = std::max(depth, values.n[i]);
-        if (depth == 0) continue;
-        const auto d = static_cast<std::size_t>(depth);
-        for (double* a : {c.count, c.mean, c.centred, c.squares, c.bad, c.spread}) std::fill_n(a, d, 0.0);
-        // The first member of a cell is the first to reach its turn: members reach t in order of
-        // their turn counts, so the first value of cell t comes from the first member with n > t.
-        index_type reached = 0;
-        for (index_type i : members) {
-            const double* x = values.row(i);
-            const index_type n = values.n[i];
-            for (index_type t = reached; t < n; ++t) c.first[t] = x[t];
-            reached = std::max(reached, n);
-            double *count = c.count, *sum = c.mean, *bad = c.bad;
-            for (index_type t = 0; t < n; ++t) {
-                count[t] += 1.0;
-                sum[t] += x[t];
-                bad[t] += not_finite(x[t]);
+        for (index_type t = 0; t < depth; t += W) {
+            // The lanes member i reaches, and its values there (0 beyond).
+            const auto reach = [&](index_type i) { return std::min(W, values.n[i] - t); };
+            D count = zero, sum = zero, bad = zero, first = zero;
+            double_mask have(false);  // lanes whose first value is known: the first member to reach them
+            for (index_type i : members) {
+                const index_type c = reach(i);
+                if (c <= 0) continue;
+                const double_mask in = core::lanes_below<double>(c);
+                const D x = core::load(values.row(i) + t, c);
+                first = xsimd::select(in & !have, x, first);
+                have = have | in;
+                core::add_where(count, in, one);
+                core::add_where(sum, in, x);
+                core::add_where(bad, in & not_finite(x), one);
             }
-        }
-        for (std::size_t t = 0; t < d; ++t) c.mean[t] /= c.count[t];  // the pass-one mean
-        for (index_type i : members) {
-            const double* x = values.row(i);
-            const index_type n = values.n[i];
-            const double *mean = c.mean, *first = c.first;
-            double *centred = c.centred, *squares = c.squares, *spread = c.spread;
-            for (index_type t = 0; t < n; ++t) {
-                const double deviation = x[t] - mean[t];
-                centred[t] += deviation;
-                squares[t] += deviation * deviation;
-                spread[t] += x[t] != first[t] ? 1.0 : 0.0;
+            const D mean = sum / count;  // the pass-one mean
+            D centred = zero, squares = zero, unlike = zero;
+            for (index_type i : members) {
+                const index_type c = reach(i);
+                if (c <= 0) continue;
+                const double_mask in = core::lanes_below<double>(c);
+                const D x = core::load(values.row(i) + t, c);
+                const D deviation = x - mean;
+                core::add_where(centred, in, deviation);
+                core::add_where(squares, in, deviation * deviation);
+                core::add_where(unlike, in & (x != first), one);
             }
-        }
-        for (std::size_t t = 0; t < d; ++t) {
-            const double count = c.count[t];
-            c.mean[t] += c.centred[t] / count;
-            const double m2 = std::max(c.squares[t] - c.centred[t] * c.centred[t] / count, 0.0);
-            c.spread[t] = count >= 2 && c.spread[t] != 0 ? 1.0 : 0.0;  // 0: degenerate
-            const double divisor = count - ddof;
-            c.scale[t] = divide_by_std ? (divisor > 0 ? std::sqrt(m2 / divisor) : 0.0) + eps : 1.0;
-        }
-        for (index_type i : members) {
-            const double* x = values.row(i);
-            double* z = out.row(i);
-            const double *mean = c.mean, *scale = c.scale, *bad = c.bad, *spread = c.spread;
-            for (index_type t = 0; t < values.n[i]; ++t) z[t] = z_score(x[t], mean[t], scale[t], bad[t], spread[t]);
+            const D location = mean + centred / count;
+            const D m2 = core::maximum(zero, squares - centred * centred / count);  // NaN stays NaN
+            const D scale = set_scale(count, m2, ddof, eps, divide_by_std);
+            const double_mask bad_set = bad != zero, spread = (count >= D(2.0)) & (unlike != zero);
+            for (index_type i : members) {
+                const index_type c = reach(i);
+                if (c <= 0) continue;
+                const D x = core::load(values.row(i) + t, c);
+                core::store(out.row(i) + t, z_scores(x, location, scale, bad_set, spread), c);
+            }
         }
     }
+}
+
+// Sums over a set of rows' turns, each row taken in eight partial sums (turn t into partial t mod 8),
+// as batches: partial k is lane k mod W of batch k / W. A row's last block reaches the lanes below
+// its remainder.
+constexpr index_type row_partials = 8, partial_batches = row_partials / double_lanes;
+using partial_sums = std::array<double_batch, partial_batches>;
+
+template <class Step>
+[[gnu::always_inline]] inline void for_each_partial(const double* x, index_type n, Step&& step) {
+    index_type t = 0;
+    for (; t + row_partials <= n; t += row_partials)
+        for (index_type j = 0; j < partial_batches; ++j)
+            step(j, double_mask(true), double_batch::load_unaligned(x + t + j * double_lanes));
+    for (index_type j = 0; j < partial_batches; ++j) {
+        const index_type c = std::min(double_lanes, n - t - j * double_lanes);
+        if (c > 0) step(j, core::lanes_below<double>(c), core::load(x + t + j * double_lanes, c));
+    }
+}
+
+// Σ over the partials in order 0 … 7.
+inline double partial_total(const partial_sums& partials) {
+    alignas(64) double lanes[row_partials];
+    for (index_type j = 0; j < partial_batches; ++j) partials[j].store_aligned(lanes + j * double_lanes);
+    double total = 0;
+    for (double v : lanes) total += v;
+    return total;
 }
 
 // The location and scale of the values of a set of rows over all their turns (two_pass_moments'
 // formulas, each row summed in eight partial sums).
 inline location_scale rows_location_scale(const turn_table& values, const std::vector<index_type>& members, int ddof,
                                           double eps, bool divide_by_std) {
-    constexpr index_type lanes = 8;
+    using D = double_batch;
+    const D zero(0.0), one(1.0);
     location_scale result;
     double count = 0;
-    double partial[lanes] = {}, bad[lanes] = {};
+    partial_sums sum, bad;
+    sum.fill(zero);
+    bad.fill(zero);
     for (index_type i : members) {
-        const double* x = values.row(i);
-        const index_type n = values.n[i];
-        count += static_cast<double>(n);
-        index_type t = 0;
-        for (; t + lanes <= n; t += lanes)
-            for (index_type k = 0; k < lanes; ++k) {
-                partial[k] += x[t + k];
-                bad[k] += not_finite(x[t + k]);
-            }
-        for (; t < n; ++t) {
-            partial[t % lanes] += x[t];
-            bad[t % lanes] += not_finite(x[t]);
-        }
+        count += static_cast<double>(values.n[i]);
+        for_each_partial(values.row(i), values.n[i], [&](index_type j, const double_mask& in, const D& x) {
+            core::add_where(sum[j], in, x);
+            core::add_where(bad[j], in & not_finite(x), one);
+        });
     }
     if (count == 0) return result;
-    double sum = 0, bad_count = 0;
-    for (index_type k = 0; k < lanes; ++k) {
-        sum += partial[k];
-        bad_count += bad[k];
-    }
-    const double mean = sum / count;
-    double centred[lanes] = {}, squares[lanes] = {}, unlike[lanes] = {};
+    const double mean = partial_total(sum) / count;
+    partial_sums centred, squares, unlike;
+    for (auto* p : {&centred, &squares, &unlike}) p->fill(zero);
     double first = 0;
     bool have_first = false;
     for (index_type i : members) {
-        const double* x = values.row(i);
-        const index_type n = values.n[i];
-        if (n == 0) continue;
+        if (values.n[i] == 0) continue;
         if (!have_first) {
-            first = x[0];
+            first = values.row(i)[0];
             have_first = true;
         }
-        index_type t = 0;
-        for (; t + lanes <= n; t += lanes)
-            for (index_type k = 0; k < lanes; ++k) {
-                const double deviation = x[t + k] - mean;
-                centred[k] += deviation;
-                squares[k] += deviation * deviation;
-                unlike[k] += x[t + k] != first ? 1.0 : 0.0;
-            }
-        for (; t < n; ++t) {
-            const double deviation = x[t] - mean;
-            centred[t % lanes] += deviation;
-            squares[t % lanes] += deviation * deviation;
-            unlike[t % lanes] += x[t] != first ? 1.0 : 0.0;
-        }
+        for_each_partial(values.row(i), values.n[i], [&](index_type j, const double_mask& in, const D& x) {
+            const D deviation = x - D(mean);
+            core::add_where(centred[j], in, deviation);
+            core::add_where(squares[j], in, deviation * deviation);
+            core::add_where(unlike[j], in & (x != D(first)), one);
+        });
     }
-    double centred_sum = 0, squares_sum = 0, unlike_count = 0;
-    for (index_type k = 0; k < lanes; ++k) {
-        centred_sum += centred[k];
-        squares_sum += squares[k];
-        unlike_count += unlike[k];
-    }
-    result.finite = bad_count == 0;
+    const double centred_sum = partial_total(centred), squares_sum = partial_total(squares);
+    result.finite = partial_total(bad) == 0;
     result.mean = mean + centred_sum / count;
-    result.degenerate = count < 2 || unlike_count == 0;
-    if (divide_by_std) {
-        const double m2 = std::max(squares_sum - centred_sum * centred_sum / count, 0.0);
-        const double divisor = count - ddof;
-        result.scale = (divisor > 0 ? std::sqrt(m2 / divisor) : 0.0) + eps;
-    }
+    result.degenerate = count < 2 || partial_total(unlike) == 0;
+    const double m2 = std::max(squares_sum - centred_sum * centred_sum / count, 0.0);
+    result.scale = set_scale(D(count), D(m2), ddof, eps, divide_by_std).get(0);
     return result;
 }
 
 // Standardizes the values of each group over all its turns.
 inline void standardize_per_group(const turn_table& values, const group_lists& groups, int ddof, double eps,
                                   bool divide_by_std, turn_table& out) {
+    using D = double_batch;
     for (const auto& members : groups) {
         const location_scale stats = rows_location_scale(values, members, ddof, eps, divide_by_std);
-        const double bad = stats.finite ? 0.0 : 1.0, spread = stats.degenerate ? 0.0 : 1.0;
+        const D mean(stats.mean), scale(stats.scale);
+        const double_mask bad(!stats.finite), spread(!stats.degenerate);
         for (index_type i : members) {
             const double* x = values.row(i);
             double* z = out.row(i);
-            for (index_type t = 0; t < values.n[i]; ++t) z[t] = z_score(x[t], stats.mean, stats.scale, bad, spread);
+            core::for_each_batch<double>(values.n[i], [&](index_type t, index_type c) {
+                core::store(z + t, z_scores(core::load(x + t, c), mean, scale, bad, spread), c);
+            });
         }
     }
 }
 
+// Row o of a [B × N] output: x[0 .. count), then `padding` to the end.
+template <class T>
+void write_row(T* o, const double* x, index_type count, index_type cols, double padding) {
+    for (index_type t = 0; t < count; ++t) o[t] = to_storage<T>(x[t]);
+    for (index_type t = count; t < cols; ++t) o[t] = to_storage<T>(padding);
+}
+
 template <class T>
 void write_turns(const matrix_view<T>& out, const turn_table& values, double padding) {
-    for (index_type i = 0; i < out.rows; ++i) {
-        const double* x = values.row(i);
-        const index_type n = values.n[i];
-        T* o = out.row(i);
-        for (index_type t = 0; t < n; ++t) o[t] = to_storage<T>(x[t]);
-        for (index_type t = n; t < out.cols; ++t) o[t] = to_storage<T>(padding);
-    }
+    for (index_type i = 0; i < out.rows; ++i) write_row(out.row(i), values.row(i), values.n[i], out.cols, padding);
 }
 
 template <class T>
@@ -289,27 +300,29 @@ void a2tgpo_advantages(matrix_view<const T> information_gain, vector_view<const 
     const turn_table gains = read_turns<0>(information_gain, turn_count);
     turn_table normalized = make_turn_table<1>(gains.rows, gains.cols, gains.n);
     standardize_per_turn(gains, groups, options.ddof, options.eps, options.normalize_by_std, normalized);
-    const turn_table accumulated = discounted_sums<2>(normalized, options.gamma);
-    // 1/√(n − t) for every depth n − t ∈ [1, N], once per call.
-    std::vector<double> inverse_root(static_cast<std::size_t>(advantages.cols + 1), 0.0);
-    for (std::size_t k = 1; k < inverse_root.size(); ++k) inverse_root[k] = 1.0 / std::sqrt(static_cast<double>(k));
+    turn_table accumulated = discounted_sums<2>(normalized, options.gamma);
+    // root[j] = 1/√(N − j), once per call, so that a row of n turns reads 1/√(n − t) forwards at
+    // root[N − n + t].
+    const index_type N = advantages.cols;
+    std::vector<double> root(static_cast<std::size_t>(N));
+    for (index_type j = 0; j < N; ++j) root[static_cast<std::size_t>(j)] = 1.0 / std::sqrt(static_cast<double>(N - j));
+    using D = double_batch;
+    const D alpha(options.alpha), spread(options.clip_spread), one(1.0), two(2.0);
     for (index_type i = 0; i < advantages.rows; ++i) {
-        const double* g = normalized.row(i);
-        const double* D = accumulated.row(i);
         const index_type n = turn_count[i];
         const double outcome = static_cast<double>(core::to_compute(outcome_advantages[i]));
-        T* a = advantages.row(i);
-        for (index_type t = 0; t < n; ++t)
-            a[t] = to_storage<T>(outcome + options.alpha * D[t] * inverse_root[static_cast<std::size_t>(n - t)]);
-        if (n < advantages.cols) a[n] = to_storage<T>(outcome);
-        for (index_type t = n + 1; t < advantages.cols; ++t) a[t] = to_storage<T>(0.0);
-        if (clip_scale.empty()) continue;
-        T* c = clip_scale.row(i);
-        for (index_type t = 0; t < n; ++t) {
-            const double sigmoid = 1.0 / (1.0 + std::exp(-g[t]));
-            c[t] = to_storage<T>(1.0 + options.clip_spread * (2.0 * sigmoid - 1.0));
-        }
-        for (index_type t = n; t < advantages.cols; ++t) c[t] = to_storage<T>(1.0);
+        // A_t = outcome + α·D_t/√(n − t) and c_t = 1 + κ·(2σ(ĨG_t) − 1), in place in the rows of D and ĨG.
+        double* a = accumulated.row(i);
+        double* c = normalized.row(i);
+        const double* r = root.data() + (N - n);
+        core::for_each_batch<double>(n, [&](index_type t, index_type count) {
+            core::store(a + t, D(outcome) + alpha * core::load(a + t, count) * core::load(r + t, count), count);
+            const D sigmoid = one / (one + core::exp(-core::load(c + t, count)));
+            core::store(c + t, one + spread * (two * sigmoid - one), count);
+        });
+        if (n < N) a[n] = outcome;  // the outcome turn (a row's stride leaves room for it)
+        write_row(advantages.row(i), a, std::min(n + 1, N), N, 0.0);
+        if (!clip_scale.empty()) write_row(clip_scale.row(i), c, n, N, 1.0);
     }
 }
 
