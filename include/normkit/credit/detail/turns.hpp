@@ -1,10 +1,12 @@
 // The implementation of credit/turns.hpp. A per-turn table is read once into a flat [B × N]
-// buffer of doubles (padding never read); the discounted sums run eight rows at a time, so the
-// eight independent recursions overlap; the statistics of the (group, turn index) cells are taken
-// a batch of turn indices at a time, lane k the cell of index t + k, summed over the group's
-// members in row order in registers (two_pass_moments' order, cell by cell); a group's statistics
-// over all its turns take each row in eight partial sums (batches of lanes). A few flat buffers per
-// call, nothing allocated per row, per cell or per turn.
+// buffer of doubles (padding never read), or straight into the discounted sums where nothing else
+// reads it (GTPO); the discounted sums run eight rows at a time, so the eight independent
+// recursions overlap; the statistics of the (group, turn index) cells are taken a batch of turn
+// indices at a time, lane k the cell of index t + k, summed over the group's members in row order
+// in registers (two_pass_moments' order, cell by cell); a group's statistics over all its turns
+// take each row in eight partial sums (batches of lanes), and its z-scores are made as the output
+// row is written (MAPO's group term, GTPO all_turns). A few flat buffers per call, nothing
+// allocated per row, per cell or per turn.
 #pragma once
 
 #include "../returns.hpp"
@@ -65,6 +67,12 @@ turn_table make_turn_table(index_type rows, index_type cols, const index_type* n
             core::workspace<double, turn_table_slot<Slot>>(static_cast<std::size_t>(rows * stride))};
 }
 
+// A stored per-turn value in double: exact for every storage type.
+template <class T>
+double turn_value(T value) {
+    return static_cast<double>(core::to_compute(value));
+}
+
 template <int Slot, class T>
 turn_table read_turns(const matrix_view<const T>& table, const vector_view<const index_type>& turn_count) {
     turn_table out = make_turn_table<Slot>(table.rows, table.cols, turn_count.data);
@@ -72,31 +80,38 @@ turn_table read_turns(const matrix_view<const T>& table, const vector_view<const
         double* o = out.row(i);
         const T* p = table.row(i);
         const index_type n = turn_count[i];
-        for (index_type t = 0; t < n; ++t) o[t] = static_cast<double>(core::to_compute(p[t]));
+        for (index_type t = 0; t < n; ++t) o[t] = turn_value(p[t]);
     }
     return out;
 }
 
-// Σ_{k≥t} γ^{k−t}·x_k of each row, G_t = x_t + γ·G_{t+1}: the recursion of core/returns.hpp with
-// every turn valid, to its bits. Eight rows at a time, so that their chains overlap.
-template <int Slot>
-turn_table discounted_sums(const turn_table& in, double gamma) {
-    turn_table out = make_turn_table<Slot>(in.rows, in.cols, in.n);
+// Σ_{k≥t} γ^{k−t}·x_k of each row, G_t = x_t + γ·G_{t+1} with x_t = value(i, t): the recursion of
+// core/returns.hpp with every turn valid, to its bits. Eight rows at a time, so that their chains
+// overlap.
+template <int Slot, class Value>
+turn_table discounted_sums(index_type rows, index_type cols, const index_type* n, double gamma, Value&& value) {
+    turn_table out = make_turn_table<Slot>(rows, cols, n);
     constexpr index_type block = 8;
-    for (index_type first = 0; first < in.rows; first += block) {
-        const index_type last = std::min(in.rows, first + block);
+    for (index_type first = 0; first < rows; first += block) {
+        const index_type last = std::min(rows, first + block);
         index_type longest = 0;
-        for (index_type i = first; i < last; ++i) longest = std::max(longest, in.n[i]);
+        for (index_type i = first; i < last; ++i) longest = std::max(longest, n[i]);
         double running[block] = {};
         for (index_type t = longest - 1; t >= 0; --t)
             for (index_type i = first; i < last; ++i) {
-                if (t >= in.n[i]) continue;
+                if (t >= n[i]) continue;
                 double& g = running[i - first];
-                g = in.row(i)[t] + gamma * g;
+                g = value(i, t) + gamma * g;
                 out.row(i)[t] = g;
             }
     }
     return out;
+}
+
+template <int Slot>
+turn_table discounted_sums(const turn_table& in, double gamma) {
+    return discounted_sums<Slot>(in.rows, in.cols, in.n, gamma,
+                                 [&](index_type i, index_type t) { return in.row(i)[t]; });
 }
 
 // z = NaN for a non-finite set, 0 for a degenerate one, else (x − mean)/scale (standardized()):
@@ -253,21 +268,18 @@ inline location_scale rows_location_scale(const turn_table& values, const std::v
     return result;
 }
 
-// Standardizes the values of each group over all its turns.
-inline void standardize_per_group(const turn_table& values, const group_lists& groups, int ddof, double eps,
-                                  bool divide_by_std, turn_table& out) {
-    using D = double_batch;
-    for (const auto& members : groups) {
-        const location_scale stats = rows_location_scale(values, members, ddof, eps, divide_by_std);
-        const D mean(stats.mean), scale(stats.scale);
-        const double_mask bad(!stats.finite), spread(!stats.degenerate);
-        for (index_type i : members) {
-            const double* x = values.row(i);
-            double* z = out.row(i);
-            core::for_each_batch<double>(values.n[i], [&](index_type t, index_type c) {
-                core::store(z + t, z_scores(core::load(x + t, c), mean, scale, bad, spread), c);
-            });
-        }
+// The z-scores of rows `members` of `values` against one set's stats, batch by batch, given to
+// emit(row, t, count, z) for turns [t, t + count) of the row.
+template <class Emit>
+void group_z_scores(const turn_table& values, const std::vector<index_type>& members, const location_scale& stats,
+                    Emit&& emit) {
+    const double_batch mean(stats.mean), scale(stats.scale);
+    const double_mask bad(!stats.finite), spread(!stats.degenerate);
+    for (index_type i : members) {
+        const double* x = values.row(i);
+        core::for_each_batch<double>(values.n[i], [&](index_type t, index_type c) {
+            emit(i, t, c, z_scores(core::load(x + t, c), mean, scale, bad, spread));
+        });
     }
 }
 
@@ -276,6 +288,22 @@ template <class T>
 void write_row(T* o, const double* x, index_type count, index_type cols, double padding) {
     for (index_type t = 0; t < count; ++t) o[t] = to_storage<T>(x[t]);
     for (index_type t = count; t < cols; ++t) o[t] = to_storage<T>(padding);
+}
+
+// Row i of `values` into row i of `out` (padding 0 after its n[i] turns) when the batch of turns
+// [t, t + count) is the row's last, so that a row is written while it is in cache; rows without
+// turns, which have no batch, by write_rows_without_turns.
+template <class T>
+void write_row_if_done(const matrix_view<T>& out, const turn_table& values, index_type i, index_type t,
+                       index_type count) {
+    if (t + count == values.n[i]) write_row(out.row(i), values.row(i), values.n[i], out.cols, 0.0);
+}
+
+template <class T>
+void write_rows_without_turns(const matrix_view<T>& out, const turn_table& values,
+                              const std::vector<index_type>& members) {
+    for (index_type i : members)
+        if (values.n[i] == 0) write_row(out.row(i), values.row(i), 0, out.cols, 0.0);
 }
 
 template <class T>
@@ -335,20 +363,25 @@ void mapo_advantages(matrix_view<const T> rewards, vector_view<const index_type>
     const turn_table immediate = read_turns<0>(rewards, turn_count);
     turn_table turn_term = discounted_sums<1>(immediate, options.gamma);
     standardize_per_turn(turn_term, groups, 0, options.eps, true, turn_term);
-    turn_table group_term = make_turn_table<2>(immediate.rows, immediate.cols, immediate.n);
+    // A_t = α·A_turn + (1 − α)·A_group, the group term taken as it is combined (no table of it), a row
+    // written out while it is in cache.
+    const double_batch alpha(options.alpha), rest(1.0 - options.alpha);
+    const auto combine = [&](const std::vector<index_type>& members) {
+        const location_scale stats = rows_location_scale(immediate, members, 0, options.eps, true);
+        group_z_scores(immediate, members, stats, [&](index_type i, index_type t, index_type c, const double_batch& z) {
+            double* a = turn_term.row(i) + t;
+            core::store(a, alpha * core::load(a, c) + rest * z, c);
+            write_row_if_done(advantages, turn_term, i, t, c);
+        });
+        write_rows_without_turns(advantages, turn_term, members);
+    };
     if (options.immediate_scope == normalization_scope::group) {
-        standardize_per_group(immediate, groups, 0, options.eps, true, group_term);
+        for (const auto& members : groups) combine(members);
     } else {
-        group_lists batch(1, std::vector<index_type>(static_cast<std::size_t>(rewards.rows)));
-        std::iota(batch[0].begin(), batch[0].end(), index_type(0));
-        standardize_per_group(immediate, batch, 0, options.eps, true, group_term);
+        std::vector<index_type> batch(static_cast<std::size_t>(rewards.rows));
+        std::iota(batch.begin(), batch.end(), index_type(0));
+        combine(batch);
     }
-    for (index_type i = 0; i < immediate.rows; ++i) {
-        double* a = turn_term.row(i);
-        const double* b = group_term.row(i);
-        for (index_type t = 0; t < immediate.n[i]; ++t) a[t] = options.alpha * a[t] + (1.0 - options.alpha) * b[t];
-    }
-    write_turns(advantages, turn_term, 0.0);
 }
 
 template <class T>
@@ -356,12 +389,20 @@ void gtpo_advantages(matrix_view<const T> rewards, vector_view<const index_type>
                      matrix_view<T> advantages, const gtpo_options& options) {
     const group_lists groups = checked_turn_groups("rewards", rewards, turn_count, grouping, advantages, options.gamma,
                                                    options.eps, options.ddof);
-    turn_table returns = discounted_sums<1>(read_turns<0>(rewards, turn_count), options.gamma);
-    if (options.scope == gtpo_scope::turn_index)
+    turn_table returns = discounted_sums<1>(rewards.rows, rewards.cols, turn_count.data, options.gamma,
+                                            [&](index_type i, index_type t) { return turn_value(rewards.row(i)[t]); });
+    if (options.scope == gtpo_scope::turn_index) {
         standardize_per_turn(returns, groups, options.ddof, options.eps, true, returns);
-    else
-        standardize_per_group(returns, groups, options.ddof, options.eps, true, returns);
-    write_turns(advantages, returns, 0.0);
+        return write_turns(advantages, returns, 0.0);
+    }
+    for (const auto& members : groups) {  // all turns: each row written as its z-scores are made
+        const location_scale stats = rows_location_scale(returns, members, options.ddof, options.eps, true);
+        group_z_scores(returns, members, stats, [&](index_type i, index_type t, index_type c, const double_batch& z) {
+            core::store(returns.row(i) + t, z, c);
+            write_row_if_done(advantages, returns, i, t, c);
+        });
+        write_rows_without_turns(advantages, returns, members);
+    }
 }
 
 template <class T>
