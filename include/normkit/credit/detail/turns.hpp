@@ -140,6 +140,24 @@ inline double_batch set_scale(const double_batch& count, const double_batch& m2,
     return xsimd::select(divisor > zero, core::square_root(m2 / divisor), zero) + double_batch(eps);
 }
 
+// The lanes a batch of a row adds into: every lane (a whole batch, added without a select) or
+// those of a mask (a row's last batch).
+struct every_lane {};
+
+inline void add_in(double_batch& sum, every_lane, const double_batch& x) { sum += x; }
+inline void add_in(double_batch& sum, const double_mask& in, const double_batch& x) { core::add_where(sum, in, x); }
+inline const double_mask& within(every_lane, const double_mask& m) { return m; }
+inline double_mask within(const double_mask& in, const double_mask& m) { return in & m; }
+
+// f(lanes, x) for the first c ≥ 1 values at p: every_lane when c is a whole batch.
+template <class F>
+[[gnu::always_inline]] inline void with_lanes(const double* p, index_type c, F&& f) {
+    if (c == double_lanes)
+        f(every_lane{}, double_batch::load_unaligned(p));
+    else
+        f(core::lanes_below<double>(c), core::load(p, c));
+}
+
 // The z-scores of every (group, turn index t) cell: for each batch of turn indices, lane k the
 // cell t + k, the cell's sums run over the group's members in row order in registers (the order
 // two_pass_moments takes them), then its members' z-scores are written. A member reaches the
@@ -156,40 +174,43 @@ inline void standardize_per_turn(const turn_table& values, const group_lists& gr
         for (index_type t = 0; t < depth; t += W) {
             // The lanes member i reaches, and its values there (0 beyond).
             const auto reach = [&](index_type i) { return std::min(W, values.n[i] - t); };
-            D count = zero, sum = zero, bad = zero, first = zero;
+            D count = zero, sum = zero, first = zero;
             double_mask have(false);  // lanes whose first value is known: the first member to reach them
+            double_mask bad(false);   // lanes with a NaN or ±inf
             for (index_type i : members) {
                 const index_type c = reach(i);
                 if (c <= 0) continue;
-                const double_mask in = core::lanes_below<double>(c);
-                const D x = core::load(values.row(i) + t, c);
-                first = xsimd::select(in & !have, x, first);
-                have = have | in;
-                core::add_where(count, in, one);
-                core::add_where(sum, in, x);
-                core::add_where(bad, in & not_finite(x), one);
+                with_lanes(values.row(i) + t, c, [&](const auto& in, const D& x) {
+                    const double_mask fresh = within(in, !have);
+                    first = xsimd::select(fresh, x, first);
+                    have = have | fresh;
+                    add_in(count, in, one);
+                    add_in(sum, in, x);
+                    bad = bad | within(in, not_finite(x));
+                });
             }
             const D mean = sum / count;  // the pass-one mean
-            D centred = zero, squares = zero, unlike = zero;
+            D centred = zero, squares = zero;
+            double_mask unlike(false);  // lanes with a value unlike the cell's first
             for (index_type i : members) {
                 const index_type c = reach(i);
                 if (c <= 0) continue;
-                const double_mask in = core::lanes_below<double>(c);
-                const D x = core::load(values.row(i) + t, c);
-                const D deviation = x - mean;
-                core::add_where(centred, in, deviation);
-                core::add_where(squares, in, deviation * deviation);
-                core::add_where(unlike, in & (x != first), one);
+                with_lanes(values.row(i) + t, c, [&](const auto& in, const D& x) {
+                    const D deviation = x - mean;
+                    add_in(centred, in, deviation);
+                    add_in(squares, in, deviation * deviation);
+                    unlike = unlike | within(in, x != first);
+                });
             }
             const D location = mean + centred / count;
             const D m2 = core::maximum(zero, squares - centred * centred / count);  // NaN stays NaN
             const D scale = set_scale(count, m2, ddof, eps, divide_by_std);
-            const double_mask bad_set = bad != zero, spread = (count >= D(2.0)) & (unlike != zero);
+            const double_mask spread = (count >= D(2.0)) & unlike;
             for (index_type i : members) {
                 const index_type c = reach(i);
                 if (c <= 0) continue;
                 const D x = core::load(values.row(i) + t, c);
-                core::store(out.row(i) + t, z_scores(x, location, scale, bad_set, spread), c);
+                core::store(out.row(i) + t, z_scores(x, location, scale, bad, spread), c);
             }
         }
     }
@@ -206,7 +227,7 @@ template <class Step>
     index_type t = 0;
     for (; t + row_partials <= n; t += row_partials)
         for (index_type j = 0; j < partial_batches; ++j)
-            step(j, double_mask(true), double_batch::load_unaligned(x + t + j * double_lanes));
+            step(j, every_lane{}, double_batch::load_unaligned(x + t + j * double_lanes));
     for (index_type j = 0; j < partial_batches; ++j) {
         const index_type c = std::min(double_lanes, n - t - j * double_lanes);
         if (c > 0) step(j, core::lanes_below<double>(c), core::load(x + t + j * double_lanes, c));
@@ -227,23 +248,25 @@ inline double partial_total(const partial_sums& partials) {
 inline location_scale rows_location_scale(const turn_table& values, const std::vector<index_type>& members, int ddof,
                                           double eps, bool divide_by_std) {
     using D = double_batch;
-    const D zero(0.0), one(1.0);
+    const D zero(0.0);
     location_scale result;
     double count = 0;
-    partial_sums sum, bad;
+    partial_sums sum;
     sum.fill(zero);
-    bad.fill(zero);
+    double_mask bad(false);  // a NaN or ±inf in some lane
     for (index_type i : members) {
         count += static_cast<double>(values.n[i]);
-        for_each_partial(values.row(i), values.n[i], [&](index_type j, const double_mask& in, const D& x) {
-            core::add_where(sum[j], in, x);
-            core::add_where(bad[j], in & not_finite(x), one);
+        for_each_partial(values.row(i), values.n[i], [&](index_type j, const auto& in, const D& x) {
+            add_in(sum[j], in, x);
+            bad = bad | within(in, not_finite(x));
         });
     }
     if (count == 0) return result;
     const double mean = partial_total(sum) / count;
-    partial_sums centred, squares, unlike;
-    for (auto* p : {&centred, &squares, &unlike}) p->fill(zero);
+    partial_sums centred, squares;
+    centred.fill(zero);
+    squares.fill(zero);
+    double_mask unlike(false);  // a value unlike the first in some lane
     double first = 0;
     bool have_first = false;
     for (index_type i : members) {
@@ -252,17 +275,17 @@ inline location_scale rows_location_scale(const turn_table& values, const std::v
             first = values.row(i)[0];
             have_first = true;
         }
-        for_each_partial(values.row(i), values.n[i], [&](index_type j, const double_mask& in, const D& x) {
+        for_each_partial(values.row(i), values.n[i], [&](index_type j, const auto& in, const D& x) {
             const D deviation = x - D(mean);
-            core::add_where(centred[j], in, deviation);
-            core::add_where(squares[j], in, deviation * deviation);
-            core::add_where(unlike[j], in & (x != D(first)), one);
+            add_in(centred[j], in, deviation);
+            add_in(squares[j], in, deviation * deviation);
+            unlike = unlike | within(in, x != D(first));
         });
     }
     const double centred_sum = partial_total(centred), squares_sum = partial_total(squares);
-    result.finite = partial_total(bad) == 0;
+    result.finite = !xsimd::any(bad);
     result.mean = mean + centred_sum / count;
-    result.degenerate = count < 2 || partial_total(unlike) == 0;
+    result.degenerate = count < 2 || !xsimd::any(unlike);
     const double m2 = std::max(squares_sum - centred_sum * centred_sum / count, 0.0);
     result.scale = set_scale(D(count), D(m2), ddof, eps, divide_by_std).get(0);
     return result;
