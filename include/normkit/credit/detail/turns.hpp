@@ -67,12 +67,6 @@ turn_table make_turn_table(index_type rows, index_type cols, const index_type* n
             core::workspace<double, turn_table_slot<Slot>>(static_cast<std::size_t>(rows * stride))};
 }
 
-// A stored per-turn value in double: exact for every storage type.
-template <class T>
-double turn_value(T value) {
-    return static_cast<double>(core::to_compute(value));
-}
-
 template <int Slot, class T>
 turn_table read_turns(const matrix_view<const T>& table, const vector_view<const index_type>& turn_count) {
     turn_table out = make_turn_table<Slot>(table.rows, table.cols, turn_count.data);
@@ -80,7 +74,7 @@ turn_table read_turns(const matrix_view<const T>& table, const vector_view<const
         double* o = out.row(i);
         const T* p = table.row(i);
         const index_type n = turn_count[i];
-        for (index_type t = 0; t < n; ++t) o[t] = turn_value(p[t]);
+        for (index_type t = 0; t < n; ++t) o[t] = to_double(p[t]);
     }
     return out;
 }
@@ -140,6 +134,18 @@ inline double_batch set_scale(const double_batch& count, const double_batch& m2,
     return xsimd::select(divisor > zero, core::square_root(m2 / divisor), zero) + double_batch(eps);
 }
 
+// A set's location and scale from its count, pass-one mean, and centred sums Σ(x − mean) and
+// Σ(x − mean)² (two_pass_moments' correction): location = mean + Σ/count, M2 = max(Σ² − Σ²/count, 0).
+struct set_location_scale {
+    double_batch location, scale;
+};
+
+inline set_location_scale finish_set(const double_batch& count, const double_batch& mean, const double_batch& centred,
+                                     const double_batch& squares, int ddof, double eps, bool divide_by_std) {
+    const double_batch m2 = core::maximum(double_batch(0.0), squares - centred * centred / count);  // NaN stays NaN
+    return {mean + centred / count, set_scale(count, m2, ddof, eps, divide_by_std)};
+}
+
 // The lanes a batch of a row adds into: every lane (a whole batch, added without a select) or
 // those of a mask (a row's last batch).
 struct every_lane {};
@@ -172,14 +178,15 @@ inline void standardize_per_turn(const turn_table& values, const group_lists& gr
         index_type depth = 0;
         for (index_type i : members) depth = std::max(depth, values.n[i]);
         for (index_type t = 0; t < depth; t += W) {
-            // The lanes member i reaches, and its values there (0 beyond).
-            const auto reach = [&](index_type i) { return std::min(W, values.n[i] - t); };
+            // f(i, c) for each member i reaching turn t, c = the lanes it reaches, in member order.
+            const auto each_reaching = [&](auto&& f) {
+                for (index_type i : members)
+                    if (const index_type c = std::min(W, values.n[i] - t); c > 0) f(i, c);
+            };
             D count = zero, sum = zero, first = zero;
             double_mask have(false);  // lanes whose first value is known: the first member to reach them
             double_mask bad(false);   // lanes with a NaN or ±inf
-            for (index_type i : members) {
-                const index_type c = reach(i);
-                if (c <= 0) continue;
+            each_reaching([&](index_type i, index_type c) {
                 with_lanes(values.row(i) + t, c, [&](const auto& in, const D& x) {
                     const double_mask fresh = within(in, !have);
                     first = xsimd::select(fresh, x, first);
@@ -188,30 +195,24 @@ inline void standardize_per_turn(const turn_table& values, const group_lists& gr
                     add_in(sum, in, x);
                     bad = bad | within(in, not_finite(x));
                 });
-            }
+            });
             const D mean = sum / count;  // the pass-one mean
             D centred = zero, squares = zero;
             double_mask unlike(false);  // lanes with a value unlike the cell's first
-            for (index_type i : members) {
-                const index_type c = reach(i);
-                if (c <= 0) continue;
+            each_reaching([&](index_type i, index_type c) {
                 with_lanes(values.row(i) + t, c, [&](const auto& in, const D& x) {
                     const D deviation = x - mean;
                     add_in(centred, in, deviation);
                     add_in(squares, in, deviation * deviation);
                     unlike = unlike | within(in, x != first);
                 });
-            }
-            const D location = mean + centred / count;
-            const D m2 = core::maximum(zero, squares - centred * centred / count);  // NaN stays NaN
-            const D scale = set_scale(count, m2, ddof, eps, divide_by_std);
+            });
+            const set_location_scale set = finish_set(count, mean, centred, squares, ddof, eps, divide_by_std);
             const double_mask spread = (count >= D(2.0)) & unlike;
-            for (index_type i : members) {
-                const index_type c = reach(i);
-                if (c <= 0) continue;
+            each_reaching([&](index_type i, index_type c) {
                 const D x = core::load(values.row(i) + t, c);
-                core::store(out.row(i) + t, z_scores(x, location, scale, bad, spread), c);
-            }
+                core::store(out.row(i) + t, z_scores(x, set.location, set.scale, bad, spread), c);
+            });
         }
     }
 }
@@ -230,7 +231,8 @@ template <class Step>
             step(j, every_lane{}, double_batch::load_unaligned(x + t + j * double_lanes));
     for (index_type j = 0; j < partial_batches; ++j) {
         const index_type c = std::min(double_lanes, n - t - j * double_lanes);
-        if (c > 0) step(j, core::lanes_below<double>(c), core::load(x + t + j * double_lanes, c));
+        if (c > 0)
+            with_lanes(x + t + j * double_lanes, c, [&](const auto& in, const double_batch& v) { step(j, in, v); });
     }
 }
 
@@ -282,20 +284,21 @@ inline location_scale rows_location_scale(const turn_table& values, const std::v
             unlike = unlike | within(in, x != D(first));
         });
     }
-    const double centred_sum = partial_total(centred), squares_sum = partial_total(squares);
+    const set_location_scale set =
+        finish_set(D(count), D(mean), D(partial_total(centred)), D(partial_total(squares)), ddof, eps, divide_by_std);
     result.finite = !xsimd::any(bad);
-    result.mean = mean + centred_sum / count;
+    result.mean = set.location.get(0);
     result.degenerate = count < 2 || !xsimd::any(unlike);
-    const double m2 = std::max(squares_sum - centred_sum * centred_sum / count, 0.0);
-    result.scale = set_scale(D(count), D(m2), ddof, eps, divide_by_std).get(0);
+    result.scale = set.scale.get(0);
     return result;
 }
 
 // The z-scores of rows `members` of `values` against one set's stats, batch by batch, given to
-// emit(row, t, count, z) for turns [t, t + count) of the row.
-template <class Emit>
+// emit(row, t, count, z) for turns [t, t + count) of the row; then done(row), while the row is in
+// cache.
+template <class Emit, class Done>
 void group_z_scores(const turn_table& values, const std::vector<index_type>& members, const location_scale& stats,
-                    Emit&& emit) {
+                    Emit&& emit, Done&& done) {
     const double_batch mean(stats.mean), scale(stats.scale);
     const double_mask bad(!stats.finite), spread(!stats.degenerate);
     for (index_type i : members) {
@@ -303,6 +306,7 @@ void group_z_scores(const turn_table& values, const std::vector<index_type>& mem
         core::for_each_batch<double>(values.n[i], [&](index_type t, index_type c) {
             emit(i, t, c, z_scores(core::load(x + t, c), mean, scale, bad, spread));
         });
+        done(i);
     }
 }
 
@@ -311,22 +315,6 @@ template <class T>
 void write_row(T* o, const double* x, index_type count, index_type cols, double padding) {
     for (index_type t = 0; t < count; ++t) o[t] = to_storage<T>(x[t]);
     for (index_type t = count; t < cols; ++t) o[t] = to_storage<T>(padding);
-}
-
-// Row i of `values` into row i of `out` (padding 0 after its n[i] turns) when the batch of turns
-// [t, t + count) is the row's last, so that a row is written while it is in cache; rows without
-// turns, which have no batch, by write_rows_without_turns.
-template <class T>
-void write_row_if_done(const matrix_view<T>& out, const turn_table& values, index_type i, index_type t,
-                       index_type count) {
-    if (t + count == values.n[i]) write_row(out.row(i), values.row(i), values.n[i], out.cols, 0.0);
-}
-
-template <class T>
-void write_rows_without_turns(const matrix_view<T>& out, const turn_table& values,
-                              const std::vector<index_type>& members) {
-    for (index_type i : members)
-        if (values.n[i] == 0) write_row(out.row(i), values.row(i), 0, out.cols, 0.0);
 }
 
 template <class T>
@@ -361,7 +349,7 @@ void a2tgpo_advantages(matrix_view<const T> information_gain, vector_view<const 
     const D alpha(options.alpha), spread(options.clip_spread), one(1.0), two(2.0);
     for (index_type i = 0; i < advantages.rows; ++i) {
         const index_type n = turn_count[i];
-        const double outcome = static_cast<double>(core::to_compute(outcome_advantages[i]));
+        const double outcome = to_double(outcome_advantages[i]);
         // A_t = outcome + α·D_t/√(n − t) and c_t = 1 + κ·(2σ(ĨG_t) − 1), in place in the rows of D and ĨG.
         double* a = accumulated.row(i);
         double* c = normalized.row(i);
@@ -391,12 +379,15 @@ void mapo_advantages(matrix_view<const T> rewards, vector_view<const index_type>
     const double_batch alpha(options.alpha), rest(1.0 - options.alpha);
     const auto combine = [&](const std::vector<index_type>& members) {
         const location_scale stats = rows_location_scale(immediate, members, 0, options.eps, true);
-        group_z_scores(immediate, members, stats, [&](index_type i, index_type t, index_type c, const double_batch& z) {
-            double* a = turn_term.row(i) + t;
-            core::store(a, alpha * core::load(a, c) + rest * z, c);
-            write_row_if_done(advantages, turn_term, i, t, c);
-        });
-        write_rows_without_turns(advantages, turn_term, members);
+        group_z_scores(
+            immediate, members, stats,
+            [&](index_type i, index_type t, index_type c, const double_batch& z) {
+                double* a = turn_term.row(i) + t;
+                core::store(a, alpha * core::load(a, c) + rest * z, c);
+            },
+            [&](index_type i) {
+                write_row(advantages.row(i), turn_term.row(i), turn_term.n[i], advantages.cols, 0.0);
+            });
     };
     if (options.immediate_scope == normalization_scope::group) {
         for (const auto& members : groups) combine(members);
@@ -413,18 +404,19 @@ void gtpo_advantages(matrix_view<const T> rewards, vector_view<const index_type>
     const group_lists groups = checked_turn_groups("rewards", rewards, turn_count, grouping, advantages, options.gamma,
                                                    options.eps, options.ddof);
     turn_table returns = discounted_sums<1>(rewards.rows, rewards.cols, turn_count.data, options.gamma,
-                                            [&](index_type i, index_type t) { return turn_value(rewards.row(i)[t]); });
+                                            [&](index_type i, index_type t) { return to_double(rewards.row(i)[t]); });
     if (options.scope == gtpo_scope::turn_index) {
         standardize_per_turn(returns, groups, options.ddof, options.eps, true, returns);
         return write_turns(advantages, returns, 0.0);
     }
     for (const auto& members : groups) {  // all turns: each row written as its z-scores are made
         const location_scale stats = rows_location_scale(returns, members, options.ddof, options.eps, true);
-        group_z_scores(returns, members, stats, [&](index_type i, index_type t, index_type c, const double_batch& z) {
-            core::store(returns.row(i) + t, z, c);
-            write_row_if_done(advantages, returns, i, t, c);
-        });
-        write_rows_without_turns(advantages, returns, members);
+        group_z_scores(
+            returns, members, stats,
+            [&](index_type i, index_type t, index_type c, const double_batch& z) {
+                core::store(returns.row(i) + t, z, c);
+            },
+            [&](index_type i) { write_row(advantages.row(i), returns.row(i), returns.n[i], advantages.cols, 0.0); });
     }
 }
 
