@@ -127,6 +127,31 @@ TEMPLATE_TEST_CASE("row_moments is as accurate at a mean of 1e6 as at 0", "[core
     }
 }
 
+// The rule stated in core/reduce.hpp: float rows, summed in double, are summed again only when
+// σ² would keep less than 2⁻²⁰ of the spread; below that the moments hand back the float nearest
+// μ as the center and the rest of μ as δ. A lone outlier first puts δ at √(n − 1)·σ: rows up to
+// 4097 wide stay in one sweep, the row of 2²¹ takes the second; every one gives the exact moments
+// to double's rounding.
+TEST_CASE("row_moments of float rows: one sweep up to about 1000σ, the center the float nearest μ", "[core][reduce]") {
+    for (const double distance : {500.0, 1e7}) {
+        for (index_type n : {index_type(2), index_type(17), index_type(4097), index_type(1) << 21}) {
+            auto values = stored<float>(random_values(n, 7, 0.0, 1.0));
+            values[0] = static_cast<double>(static_cast<float>(distance));
+            const auto row = to_storage<float>(values);
+            const long double mean = exact_sum(values) / n;
+            long double m2 = 0;
+            for (double value : values) m2 += (value - mean) * (value - mean);
+            const auto m = core::row_moments(row.data(), n);
+            INFO("distance " << distance << ", n " << n);
+            // μ carries double's rounding of δ (up to the distance); σ² keeps at least 30 bits.
+            CHECK(std::abs(m.mean - static_cast<double>(mean)) <= 1e-12 * distance);
+            CHECK(std::abs(m.variance - static_cast<double>(m2 / n)) <= 0x1p-30 * static_cast<double>(m2 / n));
+            CHECK(m.center == static_cast<float>(m.mean));
+            CHECK(static_cast<double>(m.center) + m.shift == m.mean);
+        }
+    }
+}
+
 TEST_CASE("row_moments of a constant row is exact", "[core][reduce]") {
     for (float constant : {0.1f, -3.3f, 1e6f, 7e-20f}) {
         for (index_type n : {index_type(1), index_type(5), index_type(100)}) {

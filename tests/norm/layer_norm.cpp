@@ -276,7 +276,8 @@ TEMPLATE_TEST_CASE("streaming stores change no bit of layer_norm or rms_norm", "
     for (index_type n : tail_dims) {
         const index_type rows = 5;  // two pairs, (0, 3) and (1, 4), and row 2 left over
         auto values = random_values(rows * n, 61, 1.0, 2.0);
-        // Rows 0 and 4 begin far from their mean, so LayerNorm takes its second sweep for them:
+        // Rows 0 and 4 begin far from their mean, so LayerNorm takes its second sweep for them in
+        // double and 16-bit rows (float rows, summed in double, take it only some 1000σ out):
         // in the pair summed on its own and in a pair summed while the one before was written.
         values[0] = values[static_cast<std::size_t>(4 * n)] = 9.0;
         test_matrix<TestType> x(rows, n, values, n % 5);

@@ -9,12 +9,19 @@
 // LeVeque 1983, with x₀ as the first estimate of the mean):
 //   d = x − x₀,  δ = Σd/n,  σ² = Σd²/n − δ²,  μ = x₀ + δ
 // For |μ| ≫ σ, x − x₀ is exact (Sterbenz), so a row of N(10⁶, 1) keeps the
-// accuracy of N(0, 1). The subtraction of δ² loses at most two bits while
-// δ² ≤ 3σ² (x₀ within about 1.7σ of the mean, most rows); otherwise a second
-// sweep re-centres on c = x₀ + δ and the same formula, now with a
-// rounding-sized δ, is exact to the last bits. A constant row gives d = 0,
-// hence μ = x₀ and σ² = 0 exactly. Short rows (QK-norm, 128 wide) pay mostly
-// for the chain of dependent sweeps, which the common one-sweep case halves.
+// accuracy of N(0, 1). The subtraction of δ² cancels log₂(1 + δ²/σ²) bits of
+// the spread; a row that would lose more than the sum type can spare is summed
+// again around c = x₀ + δ, and the same formula, now with a rounding-sized δ,
+// is exact to the last bits. Sums in the compute type spare two bits (δ² ≤ 3σ²:
+// x₀ within about 1.7σ of the mean, most rows). The double sums of float rows
+// spare twenty (x₀ within about 1000σ): σ² then keeps 33 of double's 53 bits,
+// nine more than the float it is rounded to, μ carries double's rounding of a
+// δ up to 1000σ (far below a float ulp of σ), and the moments hand LayerNorm
+// the float nearest μ as its center (x − c, formed in float, stays exact) with
+// the rest of μ as δ, so no row of random data takes the second sweep, whose
+// branch mispredicted on a tenth of them. A constant row gives d = 0, hence
+// μ = x₀ and σ² = 0 exactly. Short rows (QK-norm, 128 wide) pay mostly for the
+// chain of dependent sweeps, which the one-sweep case halves.
 #pragma once
 
 #include "simd.hpp"
@@ -121,14 +128,18 @@ inline std::array<sum_t<T>, 2> row_centered_sums(const T* x, index_type n, compu
 template <class C, class W = C>
 struct centered_moments {
     W mean;      // μ = center + shift
-    C center;    // the pass-1 estimate c; x − c is exact for |μ| ≫ σ
-    W shift;     // δ = mean(x − c)
+    C center;    // near μ: x − c is exact for |μ| ≫ σ
+    W shift;     // δ = μ − c, at most a few σ
     W variance;  // biased (divided by n), never negative
 };
 
-// The rest of row_moments once its first sweep has summed x − center (center = x₀).
-// A row whose δ² exceeds 0.75·spread (x₀ more than about 1.7σ from the mean) is summed again
-// around c + δ: the subtraction of δ² would cancel digits, and LayerNorm forms x − c in C for y.
+// How many bits of the spread σ² + δ² the subtraction of δ² may cancel before the row is summed
+// again (see above): two for sums in the compute type, twenty for the double sums of float rows.
+template <class T>
+inline constexpr int spared_bits_v = std::is_same_v<sum_t<T>, compute_t<T>> ? 2 : 20;
+
+// The rest of row_moments once its first sweep has summed x − center (center = x₀). A row whose
+// σ² would keep less than 2^−spared_bits_v of its spread is summed again around c + δ.
 template <class T>
 inline centered_moments<compute_t<T>, sum_t<T>> moments_after_first_sweep(const T* x, index_type n, compute_t<T> center,
                                                                           std::array<sum_t<T>, 2> sums) {
@@ -137,16 +148,27 @@ inline centered_moments<compute_t<T>, sum_t<T>> moments_after_first_sweep(const 
     const W count = static_cast<W>(n);
     W shift = sums[0] / count;
     W spread = sums[1] / count;  // σ² + δ²
-    if (!(shift * shift <= W(0.75) * spread)) {
+    // One fma: left as spread − shift·shift, GCC contracted it in some inlined copies and not in
+    // others, and fp16 LayerNorm rows streamed and not streamed got rstds a bit apart (tested).
+    W variance = std::fma(-shift, shift, spread);
+    constexpr W spared = W(1) / W(1 << spared_bits_v<T>);
+    if (!(variance >= spared * spread)) {
         center = static_cast<C>(center + shift);
         sums = row_centered_sums(x, n, center);
         shift = sums[0] / count;
         spread = sums[1] / count;
+        variance = std::fma(-shift, shift, spread);
     }
-    // One fma: left as spread − shift·shift, GCC contracted it in some inlined copies and not in
-    // others, and fp16 LayerNorm rows streamed and not streamed got rstds a bit apart (tested).
-    const W variance = std::max(std::fma(-shift, shift, spread), W(0));
-    return {center + shift, center, shift, variance};
+    variance = std::max(variance, W(0));
+    const W mean = center + shift;
+    if constexpr (std::is_same_v<W, C>) {
+        return {mean, center, shift, variance};
+    } else {
+        // δ may be hundreds of σ here, too far to round to C for LayerNorm's x − c − δ: the center
+        // becomes the C nearest μ, and δ the rest of μ (exact: μ and its rounding are one ulp apart).
+        const C nearest = static_cast<C>(mean);
+        return {mean, nearest, mean - static_cast<W>(nearest), variance};
+    }
 }
 
 // Mean and biased variance of a row (n ≥ 1), as described above.
