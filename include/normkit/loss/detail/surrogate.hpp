@@ -578,8 +578,8 @@ template <class C>
     }
     const batch<C> d = x - old, c(p.kl_cov);
     const batch<C> sign = xsimd::select(d > zero, one, xsimd::select(d < zero, -one, zero));
-    loss = xsimd::select(selected, loss + c * absolute(d), loss);
-    derivative = xsimd::select(selected, derivative + c * sign, derivative);
+    core::add_where(loss, selected, c * absolute(d));
+    core::add_where(derivative, selected, c * sign);
 }
 
 // select_step over a chunk's buffers (the standalone surrogate).
