@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <utility>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -26,6 +27,14 @@ long double exact_sum(const std::vector<double>& values) {
     long double sum = 0;
     for (double value : values) sum += value;
     return sum;
+}
+
+// The mean and biased variance of values, in long double.
+std::pair<long double, long double> exact_moments(const std::vector<double>& values) {
+    const long double mean = exact_sum(values) / static_cast<long double>(values.size());
+    long double m2 = 0;
+    for (double value : values) m2 += (value - mean) * (value - mean);
+    return {mean, m2 / static_cast<long double>(values.size())};
 }
 
 }  // namespace
@@ -108,10 +117,8 @@ TEMPLATE_TEST_CASE("row_moments is as accurate at a mean of 1e6 as at 0", "[core
             for (std::uint32_t seed = 1; seed <= 5; ++seed) {
                 const auto values = stored<TestType>(random_values(n, seed, offset, 1.0));
                 const auto row = to_storage<TestType>(values);
-                const long double mean = exact_sum(values) / n;
-                long double m2 = 0;
-                for (double value : values) m2 += (value - mean) * (value - mean);
-                const double variance = static_cast<double>(m2 / n);
+                const auto [mean, exact_variance] = exact_moments(values);
+                const double variance = static_cast<double>(exact_variance);
                 const auto m = core::row_moments(row.data(), n);
                 CHECK(std::abs(m.mean - static_cast<double>(mean)) <=
                       std::abs(static_cast<double>(mean)) * 1e-6 + 1e-5);
@@ -138,14 +145,12 @@ TEST_CASE("row_moments of float rows: one sweep up to about 1000σ, the center t
             auto values = stored<float>(random_values(n, 7, 0.0, 1.0));
             values[0] = static_cast<double>(static_cast<float>(distance));
             const auto row = to_storage<float>(values);
-            const long double mean = exact_sum(values) / n;
-            long double m2 = 0;
-            for (double value : values) m2 += (value - mean) * (value - mean);
+            const auto [mean, variance] = exact_moments(values);
             const auto m = core::row_moments(row.data(), n);
             INFO("distance " << distance << ", n " << n);
             // μ carries double's rounding of δ (up to the distance); σ² keeps at least 30 bits.
             CHECK(std::abs(m.mean - static_cast<double>(mean)) <= 1e-12 * distance);
-            CHECK(std::abs(m.variance - static_cast<double>(m2 / n)) <= 0x1p-30 * static_cast<double>(m2 / n));
+            CHECK(std::abs(m.variance - static_cast<double>(variance)) <= 0x1p-30 * static_cast<double>(variance));
             CHECK(m.center == static_cast<float>(m.mean));
             CHECK(static_cast<double>(m.center) + m.shift == m.mean);
         }
