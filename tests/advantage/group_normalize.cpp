@@ -600,6 +600,101 @@ TEST_CASE("ragged ids without a mask: one group, every sample its own group, NaN
                          "group 900 has one valid sample");
 }
 
+// Ids in ascending runs take core::sorted_runs (blocks of runs, lanes of runs for float rewards); the
+// same runs under labels that do not ascend take the scatter path, whose bits they must give, since
+// each group adds the same values in the same order. Sizes 1..40 (runs longer than a float batch's
+// lanes), thousands of samples (many blocks), masked and unmasked, int64 and int32 ids.
+TEMPLATE_TEST_CASE("ragged ids in ascending runs: the scatter path's bits, and its fallback when they do not ascend",
+                   "[advantage][group_normalize]", float, double) {
+    using T = TestType;
+    std::mt19937 generator(91);
+    std::vector<std::int64_t> label(400);
+    for (std::size_t g = 0; g < label.size(); ++g) label[g] = static_cast<std::int64_t>(g);
+    std::shuffle(label.begin(), label.end(), generator);
+    std::vector<std::int64_t> ascending, relabelled;
+    for (std::size_t g = 0; g < label.size(); ++g) {
+        const index_type size = 1 + static_cast<index_type>(generator() % 40);
+        ascending.insert(ascending.end(), size, 3 * static_cast<std::int64_t>(g) + 2);
+        relabelled.insert(relabelled.end(), size, 3 * label[g] + 2);
+    }
+    const std::size_t n = ascending.size();
+    auto rewards = random_values(n, 17, 0.5, 1.0);
+    for (std::size_t i = 0; i < n; i += 5) rewards[i] = generator() % 2;  // ties, binary rewards
+    // The ids ascend but for the last sample, which joins the first group: sorted_runs finds that in its
+    // last block.
+    auto late = ascending, late_relabelled = relabelled;
+    late.back() = ascending.front();
+    late_relabelled.back() = relabelled.front();
+    for (const auto& options : unmasked_ragged_options()) {
+        for (int masked = 0; masked < 2; ++masked) {
+            const auto check = [&](auto tag) {
+                using O = decltype(tag);
+                const auto scattered = normalized<T, O>(rewards, relabelled, options, masked);
+                CHECK(same_bits(normalized<T, O>(rewards, ascending, options, masked), scattered));
+                CHECK(same_bits(normalized<T, O, std::int32_t>(rewards, ascending, options, masked), scattered));
+                CHECK(same_bits(normalized<T, O>(rewards, late, options, masked),
+                                normalized<T, O>(rewards, late_relabelled, options, masked)));
+                for (int threads : {2, 3}) {  // shares of the runs, split at run starts
+                    auto threaded = options;
+                    threaded.threads = threads;
+                    CHECK(same_bits(normalized<T, O>(rewards, ascending, threaded, masked), scattered));
+                    CHECK(same_bits(normalized<T, O>(rewards, late, threaded, masked),
+                                    normalized<T, O>(rewards, late_relabelled, options, masked)));
+                }
+            };
+            check(float{});
+            check(double{});
+        }
+    }
+    // What the blocks before the late descent noted is dropped: ids 0, then pairs 1, 1, 2, 2, …, then 0
+    // again, so the first run looks like a group of one until the last sample. No error under
+    // singleton_policy::error, and the whitening's exclusions are the scatter path's.
+    std::vector<std::int64_t> pairs{0}, pairs_relabelled{5000};
+    for (std::int64_t g = 1; g <= 1500; ++g) {
+        pairs.insert(pairs.end(), 2, g);
+        pairs_relabelled.insert(pairs_relabelled.end(), 2, 5000 - g);
+    }
+    pairs.push_back(0);
+    pairs_relabelled.push_back(5000);
+    const auto pair_rewards = random_values(pairs.size(), 23, 0.5, 1.0);
+    auto strict = group_normalize_options{};
+    strict.singleton = singleton_policy::error;
+    auto excluded = group_normalize_options{};
+    excluded.singleton = singleton_policy::exclude;
+    excluded.whiten.mode = whiten_mode::sample_weighted;
+    for (auto options : {strict, excluded})
+        for (int threads : {1, 2}) {
+            options.threads = threads;
+            CHECK(same_bits(normalized<T, T>(pair_rewards, pairs, options),
+                            normalized<T, T>(pair_rewards, pairs_relabelled, options)));
+        }
+    // A group of one far into the ids (after several blocks) is named by its id: pairs of ids 0, 2, 4, …,
+    // where the second member of 2000's pair becomes 2001.
+    std::vector<std::int64_t> far;
+    for (std::int64_t g = 0; g < 3000; g += 2) far.insert(far.end(), 2, g);
+    far[2001] = 2001;
+    for (int threads : {1, 2}) {  // with two, the lonely group is in the second thread's share
+        strict.threads = threads;
+        require_error_naming([&] { normalized<T, T>(random_values(far.size(), 29), far, strict); },
+                             "group 2000 has one valid sample");
+    }
+    // Bad ids at either end of ascending ids; with a declared count, group k is id k (the same bits).
+    auto negative = ascending;
+    negative[0] = -1;
+    require_error_naming([&] { normalized<T, T>(rewards, negative, group_normalize_options{}); },
+                         "group ids[0] is negative");
+    const auto typed = to_storage<T>(rewards);
+    std::vector<T> declared(n), out(n);
+    const auto top = static_cast<index_type>(ascending.back());
+    require_error_naming([&] { group_normalize(typed, group_ids(ascending, top), out); },
+                         "group ids[" +
+                             std::to_string(std::find(ascending.begin(), ascending.end(), top) - ascending.begin()) +
+                             "] = " + std::to_string(top) + " is unknown");
+    group_normalize(typed, group_ids(ascending, top + 1), declared);
+    group_normalize(typed, group_ids(ascending), out);
+    CHECK(same_bits(declared, out));
+}
+
 TEST_CASE("moments: Welford add, Chan's merge of parts equals the whole", "[advantage][moments]") {
     const auto values = random_values(1000, 8, 1e6, 3.0);
     moments whole;

@@ -32,7 +32,10 @@
 //       in float lanes, with μ split in two floats so that any offset keeps its accuracy;
 //     ragged ids with a per-group mean or std and no window: the same sums by scatter, a sample
 //       at a time in sample order (core::shifted_sums), so a group's moments do not depend on where
-//       its members lie, and for GRPO / Dr. GRPO / RLOO A = (r − c)·(stretch/D) in double.
+//       its members lie, and for GRPO / Dr. GRPO / RLOO A = (r − c)·(stretch/D) in double. For
+//       those three, ids in ascending order (each group one run: verl's repeated uids numbered in
+//       order) skip the numbering and the scatter: a block of runs at a time, their sums one run
+//       per SIMD lane, the same additions in the same order, so the same bits.
 //   Both agree with the two-pass path to a few float roundings (relative 3·2⁻²⁴), not bitwise. An
 //   all-ones valid mask gives the unmasked bits, and reordering the samples (ids shuffled or in
 //   runs) moves the results with them, bit for bit, as long as each group's members keep their
@@ -71,9 +74,9 @@
 //   that is not reproduced.
 // - batch statistics may be supplied (inputs.batch_statistics, e.g. merged across processes with
 //   normkit::merge); they then replace the local batch moments for batch_mean / batch_std.
-// - threads split the groups (in fixed blocks of 16 on the fast path); every group is computed the
-//   same way by any thread, so the result does not depend on the thread count. Whitening, batch
-//   moments and the ragged scatter path are serial.
+// - threads split the groups (in fixed blocks of 16 on the fast path, at run starts for ids in
+//   ascending runs); every group is computed the same way by any thread, so the result does not
+//   depend on the thread count. Whitening, batch moments and the ragged scatter path are serial.
 // - Masks: valid is std::uint8_t, nonzero = the sample counts (a mask with no floating-point data
 //   beside it, docs/api.md); token_mask [n × T] is std::uint8_t too, nonzero = a token.
 // - output has one entry per reward (float or double) and overlaps no input (rewards, valid,

@@ -9,6 +9,10 @@
 //                                            values arrive (ragged groups, by scatter), finished to
 //                                            moments by a lane's arithmetic: a group read in the
 //                                            order of its values gets sixteen_group_moments' bits
+//   lane_run_sums(x, limit, bounds, sums)    (float) the shifted_sums of width<float> runs of any
+//                                            lengths, run g = x[bounds[g] .. bounds[g + 1]), one run
+//                                            per lane, each lane adding its run in order: the bits of
+//                                            shifted_sums::accumulate over the run
 //   sixteen_group_moments(x, size, result)   (float) 16 groups of `size` values, one float batch's
 //                                            lanes at once (16 on AVX-512, 8 on AVX2, 4 on SSE2),
 //                                            one group per lane, by shifted one-pass sums over
@@ -144,6 +148,62 @@ inline void lane_group_moments(const float* x, index_type size, double inverse_c
 }
 
 }  // namespace detail
+
+// The shifted sums of width<float> runs (ragged groups in ascending ids, by core::sorted_runs), run g
+// being x[bounds[g] .. bounds[g + 1]) with at least one value, all finite, and x readable below
+// x[limit]. Tiles of L values of every run are loaded as rows (past a run's end, into the runs after
+// it, but not past limit) and transposed, so that column j holds value j of every run; a lane adds
+// column j while j is below its run's length. Each active lane does shifted_sums::accumulate's
+// operations in the same order, and the first value's own (x₀ − x₀ = 0) is skipped, as a lane of
+// lane_group_moments skips it, which leaves the sums' bits alone: so sums[g] holds the bits of
+// accumulating run g one value at a time. The tiles run to the longest run: lanes idle for the rest.
+inline void lane_run_sums(const float* x, index_type limit, const index_type* bounds, shifted_sums* sums) {
+    using F = batch<float>;
+    using D = batch<double>;
+    constexpr index_type L = width<float>, H = width<double>;
+    alignas(64) double length[L];
+    index_type longest = 0;
+    for (index_type g = 0; g < L; ++g) {
+        length[g] = static_cast<double>(bounds[g + 1] - bounds[g]);
+        longest = std::max(longest, bounds[g + 1] - bounds[g]);
+    }
+    const D lengths[2] = {D::load_aligned(length), D::load_aligned(length + H)};
+    const D zero(0.0);
+    D shift[2] = {zero, zero}, sum[2] = {zero, zero}, square[2] = {zero, zero};
+    for (index_type tile = 0; tile < longest; tile += L) {
+        float_register column[L];
+        for (index_type g = 0; g < L; ++g) {
+            const index_type at = bounds[g] + tile, readable = std::min(L, limit - at);
+            column[g] = readable > 0 ? load(x + at, readable) : F(0.0f);
+        }
+        transpose_lanes(column);
+        index_type k = 0;
+        if (tile == 0) {
+            const auto first = detail::widen_float(F(column[0]));
+            shift[0] = first[0];
+            shift[1] = first[1];
+            k = 1;
+        }
+        for (const index_type columns = std::min(L, longest - tile); k < columns; ++k) {
+            const D position(static_cast<double>(tile + k));
+            const auto halves = detail::widen_float(F(column[k]));
+            for (int h = 0; h < 2; ++h) {
+                // An idle lane adds +0 and 0·0: its sums keep their bits (neither is ever −0, which +0
+                // would turn into +0), and the select stays off the chain of adds.
+                const D deviation = xsimd::select(position < lengths[h], halves[h] - shift[h], zero);
+                sum[h] += deviation;
+                square[h] = core::fma(deviation, deviation, square[h]);
+            }
+        }
+    }
+    alignas(64) double shifts[L], sums_[L], squares[L];
+    for (int h = 0; h < 2; ++h) {
+        shift[h].store_aligned(shifts + h * H);
+        sum[h].store_aligned(sums_ + h * H);
+        square[h].store_aligned(squares + h * H);
+    }
+    for (index_type g = 0; g < L; ++g) sums[g] = shifted_sums{shifts[g], sums_[g], squares[g], length[g]};
+}
 
 // Sixteen contiguous groups of `size` floats starting at x (group g at x + g·size), in sweeps of
 // one float batch's lanes.

@@ -17,6 +17,9 @@
 //   wanted, one counting sort; group_normalize reuses per-thread buffers for it. A sample whose id
 //   equals the one before takes that sample's group without a lookup, so ids in runs (verl repeats
 //   each uid n times) cost a compare each. The contiguous case is pure arithmetic.
+// - Ids in ascending order (each group one run: repeated uids numbered in order, or ids sorted
+//   before the call) need none of that: sorted_runs hands a caller the runs a block at a time, in
+//   one branch-free pass over the ids, and says when the ids turn out not to be sorted.
 #pragma once
 
 #include "error.hpp"
@@ -27,6 +30,10 @@
 #include <cstdint>
 #include <utility>
 #include <vector>
+
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace normkit {
 
@@ -78,6 +85,157 @@ inline core::memory_span span_of(const groups& grouping) {
 }
 
 namespace core {
+
+namespace detail {
+
+// Ids i − 1 and i of samples [i, stop) (i ≥ 1) compared: a run ends at each i whose id differs from
+// the one before, appended to ends[found ...]; `down` notes an id below the one before. Branch-free:
+// 8 ids a step where AVX-512 or AVX2 compress the indices of the ends into a register (stored whole,
+// so ends has 8 slots of slack; the register form, as Zen 4 runs the memory form slowly), asking
+// for the ids prefetch_bytes ahead (the scan is the pass that reads them from memory), and one
+// id a step elsewhere (each writes ends[found] and moves found on where a run ends). The AVX-512
+// widening is maskz: GCC 12 reports the unmasked form's undefined source as uninitialized.
+template <class Id>
+index_type run_ends(const Id* ids, index_type i, index_type stop, index_type* ends, index_type found, bool& down) {
+    static_assert(sizeof(index_type) == 8, "the ends are 64-bit lanes");
+#if defined(__AVX512F__)
+    const auto load = [](const Id* p) {
+        if constexpr (sizeof(Id) == 8)
+            return _mm512_loadu_si512(p);
+        else
+            return _mm512_maskz_cvtepi32_epi64(0xff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    };
+    __m512i index = _mm512_add_epi64(_mm512_set1_epi64(i), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+    __mmask8 below = 0;
+    for (; i + 8 <= stop; i += 8) {
+        prefetch_ahead(ids + i);
+        const __m512i id = load(ids + i), previous = load(ids + i - 1);
+        const __mmask8 ending = _mm512_cmpneq_epi64_mask(id, previous);
+        below = static_cast<__mmask8>(below | _mm512_cmplt_epi64_mask(id, previous));
+        _mm512_storeu_si512(ends + found, _mm512_maskz_compress_epi64(ending, index));
+        found += __builtin_popcount(ending);
+        index = _mm512_add_epi64(index, _mm512_set1_epi64(8));
+    }
+    down = down || below != 0;
+#elif defined(__AVX2__)
+    // The 4-lane compress: for each mask, the 32-bit halves of its set lanes first (vpermd).
+    static constexpr struct lanes {
+        alignas(32) std::int32_t order[16][8] = {};
+        constexpr lanes() {
+            for (int mask = 0; mask < 16; ++mask)
+                for (int lane = 0, k = 0; lane < 4; ++lane)
+                    if (mask >> lane & 1) {
+                        order[mask][2 * k] = 2 * lane;
+                        order[mask][2 * k + 1] = 2 * lane + 1;
+                        ++k;
+                    }
+        }
+    } compress{};
+    const auto load = [](const Id* p) {
+        if constexpr (sizeof(Id) == 8)
+            return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+        else
+            return _mm256_cvtepi32_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    };
+    __m256i below = _mm256_setzero_si256();
+    for (; i + 8 <= stop; i += 8) {
+        prefetch_ahead(ids + i);
+        for (int half = 0; half < 8; half += 4) {
+            const __m256i id = load(ids + i + half), previous = load(ids + i + half - 1);
+            const int ending = 15 ^ _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(id, previous)));
+            below = _mm256_or_si256(below, _mm256_cmpgt_epi64(previous, id));
+            const __m256i index = _mm256_add_epi64(_mm256_set1_epi64x(i + half), _mm256_setr_epi64x(0, 1, 2, 3));
+            const __m256i order = _mm256_load_si256(reinterpret_cast<const __m256i*>(compress.order[ending]));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(ends + found), _mm256_permutevar8x32_epi32(index, order));
+            found += __builtin_popcount(static_cast<unsigned>(ending));
+        }
+    }
+    down = down || !_mm256_testz_si256(below, below);
+#endif
+    bool tail_down = false;
+    for (; i < stop; ++i) {
+        ends[found] = i;
+        found += ids[i] != ids[i - 1];
+        tail_down |= ids[i] < ids[i - 1];
+    }
+    down = down || tail_down;
+    return found;
+}
+
+// From `from`, a run's start, to `samples`, a run's end: sets ends[k] = the end of run k for the runs
+// that end in whole chunks of `chunk` samples, scanned until one has (or the ids end); returns their
+// number (≤ chunk + 1).
+template <class Id>
+index_type scan_runs(const Id* ids, index_type samples, index_type from, index_type chunk, index_type* ends,
+                     bool& descent) {
+    index_type found = 0, i = from + 1;
+    while (found == 0 && i < samples) {
+        const index_type stop = std::min(samples, i + chunk);
+        found = run_ends(ids, i, stop, ends, found, descent);
+        i = stop;
+    }
+    if (i >= samples) ends[found++] = samples;  // the last run ends with the ids
+    return found;
+}
+
+}  // namespace detail
+
+// The runs of ragged ids in ascending order (each group one run), a block at a time: the runs that
+// start in samples [first, last) (all of them by default), so that threads can take shares of the
+// ids. Run k of all the ids is group k, which is the numbering by first appearance, and by id under
+// a declared count, since the runs' ids ascend. sorted() is false, before any block, for ids that are
+// bad input (negative, at or above a declared count, or not one per sample; sorted ids are checked by
+// the first and the last) or that descend where the share begins, and becomes false at the block that
+// finds an id below the one before: the caller then resolves the ids the general way
+// (resolve_cached), which names what is wrong, and drops what it made of the blocks before.
+class sorted_runs {
+public:
+    // Runs ending within one next(): at most `most`; the ends array needs `slots`.
+    static constexpr index_type chunk = 512, most = chunk + 1, slots = chunk + 16;
+
+    sorted_runs(const groups& grouping, index_type samples, index_type first = 0, index_type last = -1)
+        : ids64_(grouping.ids64), ids32_(grouping.ids32) {
+        sorted_ = !grouping.contiguous() && grouping.id_count == samples && (ids64_ || ids32_) &&
+                  (samples == 0 ||
+                   (id(0) >= 0 && (grouping.declared_count < 0 || id(samples - 1) < grouping.declared_count)));
+        if (!sorted_) return;
+        // A share starts at the first run that starts in it: past the rest of a run begun before it.
+        const auto run_start = [&](index_type i) {
+            while (i > 0 && i < samples && id(i) == id(i - 1)) ++i;
+            return i;
+        };
+        begin_ = run_start(first);
+        end_ = run_start(last < 0 ? samples : last);
+        sorted_ = !(begin_ > 0 && begin_ < samples && id(begin_) < id(begin_ - 1));
+    }
+
+    bool sorted() const { return sorted_; }
+    index_type begin() const { return begin_; }  // where the next block's first run starts
+    index_type end() const { return end_; }      // where the share's last run ends
+    bool done() const { return begin_ >= end_; }
+    // Takes the next block from `run_start`, a start of a run the last block found (a caller that keeps
+    // only part of a block).
+    void restart(index_type run_start) { begin_ = run_start; }
+    std::int64_t id(index_type i) const { return ids64_ ? ids64_[i] : ids32_[i]; }
+
+    // The next block of runs: ends[k] (ends has `slots` slots) is the end of the block's run k, which
+    // starts at ends[k − 1] (run 0 at the begin() before the call). 0 at the end of the share, or once
+    // sorted() is false.
+    index_type next(index_type* ends) {
+        if (!sorted_ || begin_ >= end_) return 0;
+        const index_type found = ids64_ ? detail::scan_runs(ids64_, end_, begin_, chunk, ends, descent_)
+                                        : detail::scan_runs(ids32_, end_, begin_, chunk, ends, descent_);
+        if (descent_) return sorted_ = false, 0;
+        begin_ = ends[found - 1];
+        return found;
+    }
+
+private:
+    const std::int64_t* ids64_;
+    const std::int32_t* ids32_;
+    index_type begin_ = 0, end_ = 0;
+    bool sorted_ = false, descent_ = false;
+};
 
 // The resolved grouping: group g's members, in sample order.
 struct group_layout {

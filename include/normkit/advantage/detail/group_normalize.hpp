@@ -9,7 +9,9 @@
 //               member lists are built (they cost a random write per sample). GRPO / Dr. GRPO / RLOO
 //               turn each group's sums into a plan of two numbers, center and multiplier
 //               (record_groups), and skip the per-sample validity test when nothing is masked and
-//               every reward is finite;
+//               every reward is finite; with ids in ascending runs they take record_runs instead,
+//               blocks of runs found by core::sorted_runs, their sums one run per SIMD lane
+//               (core::lane_run_sums) and their plans in double lanes, with no group numbers;
 //   contiguous  GRPO / Dr. GRPO / RLOO on contiguous groups with nothing masked: blocks of sixteen
 //               float groups, one group per SIMD lane (core::sixteen_group_moments); double
 //               rewards and a last partial block take one SIMD sweep per group
@@ -191,7 +193,7 @@ public:
         scatter_ = !in.grouping.contiguous() && options.center != center_mode::length_weighted &&
                    options.center != center_mode::window_median && options.center != center_mode::window_mean &&
                    options.scale != scale_mode::window_spread;
-        layout_ = &core::resolve_cached(in.grouping, n_, "rewards", !scatter_, &dense_);
+        if (!scatter_) layout_ = &core::resolve_cached(in.grouping, n_, "rewards");
         tokens_ = token_counts(in, n_);
         core::require(options.center != center_mode::length_weighted || !tokens_.empty(),
                       "center_mode::length_weighted needs lengths or a token_mask");
@@ -209,8 +211,10 @@ public:
         if (n_ == 0) return;
         if (options_.center == center_mode::batch_mean || options_.scale == scale_mode::batch_std)
             batch_ = batch_statistics();
-        if (scatter_) scatter_groups();
-        walk_groups();
+        if (scatter_)
+            scatter_groups();
+        else
+            walk_groups();
         report();
         whiten();
     }
@@ -448,15 +452,24 @@ private:
         }
     }
 
+    struct plan {
+        double center, multiplier, zeroed, unused;  // 32 bytes, two groups to a cache line
+    };
+
+    // Group g's plan from its sums (count ≥ 1); g is what singleton_policy::error notes.
+    plan plan_of(const core::shifted_sums& sums, index_type g) {
+        if (singleton_handled(sums.count, g)) return plan{0.0, 1.0, 1.0, 0.0};
+        const bool lonely = sums.count == 1 && group_based_;
+        const group_scale scale = center_and_divisor(sums.finish(), lonely);
+        return plan{lonely ? 0.0 : scale.center, scale.stretch / (scaled_ ? scale.denominator : 1.0), 0.0, 0.0};
+    }
+
     // record_options' case: each group's sums become its plan, A = (r − center)·multiplier, where multiplier
     // is stretch/D (leave-one-out's n/(n − 1) over the divisor); a group of one under keep_raw has center 0
     // and stretch 1, so its leave-one-out deviation is r. Checked: samples that are not valid leave the sums
     // and get 0.
     template <bool checked>
     void record_groups() {
-        struct plan {
-            double center, multiplier, zeroed, unused;  // 32 bytes, two groups to a cache line
-        };
         thread_local std::vector<core::shifted_sums> sums;
         thread_local std::vector<plan> plans;
         const auto groups_count = static_cast<std::size_t>(layout_->count);
@@ -465,16 +478,9 @@ private:
         scatter_sums<checked>(sums.data());
         bool any_zeroed = false;
         for (std::size_t g = 0; g < groups_count; ++g) {
-            const double count = sums[g].count;
-            if (count == 0) continue;  // no member reads it
-            if (singleton_handled(count, static_cast<index_type>(g))) {
-                plans[g] = plan{0.0, 1.0, 1.0, 0.0};
-                any_zeroed = true;
-                continue;
-            }
-            const bool lonely = count == 1 && group_based_;
-            const group_scale scale = center_and_divisor(sums[g].finish(), lonely);
-            plans[g] = plan{lonely ? 0.0 : scale.center, scale.stretch / (scaled_ ? scale.denominator : 1.0), 0.0, 0.0};
+            if (sums[g].count == 0) continue;  // no member reads it
+            plans[g] = plan_of(sums[g], static_cast<index_type>(g));
+            any_zeroed = any_zeroed || plans[g].zeroed != 0;
         }
         const index_type* group_of = dense_->data();
         const plan* planned = plans.data();
@@ -490,10 +496,176 @@ private:
                 if (planned[group_of[i]].zeroed != 0) exclude_from_whitening(i);
     }
 
-    // Ragged groups by scatter over dense group numbers in sample order: record_groups for the GRPO family,
-    // otherwise each group's center and divisor by center_and_divisor and each sample by advantage().
+    // record_groups for ids in ascending runs (core::sorted_runs), a block of runs at a time while its
+    // rewards are in L1: their sums (run_sums), then each run's plan and writes. The sums are scatter_sums'
+    // additions in the same order and the writes record_groups' arithmetic, so the bits are record_groups',
+    // without group numbers, a table or a second pass over the samples. Unmasked (no valid mask, no
+    // lengths), the sums skip the validity test, and a run whose sums come out not finite (a NaN or ±inf
+    // inside) is summed again with it, as record_groups<true> would take it: a run of finite rewards sums
+    // the same either way, so no pass over the rewards asks first. False when the ids are not sorted; the
+    // blocks written before that are then undone by forget_runs.
+    template <bool masked>
+    bool record_runs() {
+        std::atomic<bool> sorted{true};
+        core::parallel_for(n_, options_.threads, [&](index_type first, index_type last) {
+            if (!record_runs_in<masked>(first, last)) sorted = false;
+        });
+        return sorted;
+    }
+
+    // record_runs over one thread's share: the runs that start in samples [first, last).
+    template <bool masked>
+    bool record_runs_in(index_type first, index_type last) {
+        core::sorted_runs runs(in_.grouping, n_, first, last);
+        index_type bounds[core::sorted_runs::slots + 1];
+        core::shifted_sums sums[core::sorted_runs::most];
+        plan plans[core::sorted_runs::most];
+        for (;;) {
+            bounds[0] = runs.begin();
+            index_type found = runs.next(bounds + 1);
+            if (found == 0) break;
+            if (lane_sums<masked> && found > lanes && !runs.done()) {  // runs past whole lanes: the next block's
+                found -= found % lanes;
+                runs.restart(bounds[found]);
+            }
+            run_sums<masked>(bounds, found, sums);
+            bool checked[core::sorted_runs::most];
+            for (index_type k = 0; k < found; ++k) {
+                checked[k] = masked || !(std::isfinite(sums[k].sum) && std::isfinite(sums[k].square));
+                if (checked[k] && !masked) sums[k] = run_sum<true>(bounds[k], bounds[k + 1]);
+            }
+            plans_of(sums, bounds, found, plans);
+            for (index_type k = 0; k < found; ++k) {
+                const index_type begin = bounds[k], end = bounds[k + 1];
+                const plan& p = plans[k];
+                if (sums[k].count == 0) {  // no valid member
+                    for (index_type i = begin; i < end; ++i) out_[i] = O(0);
+                    continue;
+                }
+                if (!checked[k] && p.zeroed == 0) {
+                    write_run(begin, end, runs.end(), p);
+                    continue;
+                }
+                for (index_type i = begin; i < end; ++i) {
+                    const bool zero = p.zeroed != 0 || (checked[k] && !is_valid(i));
+                    out_[i] = zero ? O(0) : finish((static_cast<double>(in_.rewards[i]) - p.center) * p.multiplier);
+                }
+                if (p.zeroed != 0)
+                    for (index_type i = begin; i < end; ++i) exclude_from_whitening(i);
+            }
+        }
+        return runs.sorted();
+    }
+
+    // The plans of a block's runs from their sums: groups of two or more members width<double> at a time,
+    // lane by lane the operations plan_of does for them (the same bits), and the rest by plan_of, which
+    // notes a group by its first sample (see label()). The divides and square roots of a plan, one chain
+    // per group, are most of its cost: in lanes they issue once for W groups.
+    void plans_of(const core::shifted_sums* sums, const index_type* bounds, index_type count, plan* plans) {
+        using B = core::batch<double>;
+        constexpr index_type W = core::width<double>;
+        const bool stretched = options_.center == center_mode::leave_one_out;
+        const B one(1.0), zero(0.0), dof(static_cast<double>(options_.ddof));
+        index_type k = 0;
+        for (; k + W <= count; k += W) {
+            alignas(64) double shift[W], sum[W], square[W], members[W], center[W], multiplier[W];
+            for (index_type j = 0; j < W; ++j) {
+                shift[j] = sums[k + j].shift;
+                sum[j] = sums[k + j].sum;
+                square[j] = sums[k + j].square;
+                members[j] = sums[k + j].count;
+            }
+            // shifted_sums::finish, then center_and_divisor for a group that is not lonely
+            const B n = B::load_aligned(members), total = B::load_aligned(sum), inverse = one / n;
+            const B spread = core::fnma(total * total, inverse, B::load_aligned(square));
+            const B m2 = xsimd::select(spread > zero, spread, zero);
+            core::fma(total, inverse, B::load_aligned(shift)).store_aligned(center);
+            const B stretch = stretched ? n / (n - one) : one;
+            if (scaled_) {
+                const B variance = m2 / (n - dof);  // moments::variance, with n − ddof ≥ 1 and M2 ≥ 0
+                (stretch / divisor(variance, options_.eps, options_.placement)).store_aligned(multiplier);
+            } else {
+                stretch.store_aligned(multiplier);
+            }
+            for (index_type j = 0; j < W; ++j)
+                plans[k + j] = members[j] >= 2   ? plan{center[j], multiplier[j], 0.0, 0.0}
+                               : members[j] == 1 ? plan_of(sums[k + j], bounds[k + j])
+                                                 : plan{};
+        }
+        for (; k < count; ++k) plans[k] = sums[k].count > 0 ? plan_of(sums[k], bounds[k]) : plan{};
+    }
+
+    // Float rewards, unmasked, take lanes of runs (core::lane_run_sums).
+    template <bool masked>
+    static constexpr bool lane_sums = !masked && std::is_same_v<T, float>;
+    static constexpr index_type lanes = core::width<float>;
+
+    // The shifted sums of runs [bounds[k], bounds[k + 1]), k < count: lane_sums one run per SIMD lane, the
+    // rest a run at a time.
+    template <bool masked>
+    void run_sums(const index_type* bounds, index_type count, core::shifted_sums* sums) {
+        index_type k = 0;
+        if constexpr (lane_sums<masked>) {
+            for (; k + lanes <= count; k += lanes)
+                core::lane_run_sums(reinterpret_cast<const float*>(in_.rewards.data), n_, bounds + k, sums + k);
+        }
+        for (; k < count; ++k) sums[k] = run_sum<masked>(bounds[k], bounds[k + 1]);
+    }
+
+    // One run's shifted sums over its valid members (checked) or all of them.
+    template <bool checked>
+    core::shifted_sums run_sum(index_type begin, index_type end) {
+        double shift = 0, sum = 0, square = 0;
+        index_type members = 0;
+        for (index_type i = begin; i < end; ++i) {
+            if (checked && !is_valid(i)) continue;
+            const double value = static_cast<double>(in_.rewards[i]);
+            if (members++ == 0) shift = value;  // the run's first valid member
+            core::shifted_sums::accumulate(value, shift, sum, square);
+        }
+        return core::shifted_sums{shift, sum, square, static_cast<double>(members)};
+    }
+
+    // A run's A = (r − center)·multiplier in double lanes, which round as the scalar form does. The last
+    // batch may reach past the run's end into the next run's samples, which that run then writes over (runs
+    // are written in order); only a batch that would pass `limit`, the end of the thread's share, is
+    // written lane by lane.
+    void write_run(index_type begin, index_type end, index_type limit, const plan& p) {
+        using B = core::batch<double>;
+        constexpr index_type W = core::width<double>;
+        const T* x = in_.rewards.data;
+        O* y = out_.data;
+        const B center(p.center), multiplier(p.multiplier), lowest(options_.clip_min), highest(options_.clip_max);
+        const bool clipped = clipped_;  // a local: the stores through y could otherwise change it
+        index_type i = begin;
+        for (; i < end && i + W <= limit; i += W) {
+            B value = (core::load_as_double(x + i) - center) * multiplier;
+            if (clipped) {  // finish()'s clip: select, as write_scaled does
+                value = xsimd::select(value < lowest, lowest, value);
+                value = xsimd::select(value > highest, highest, value);
+            }
+            core::store_from_double(y + i, value);
+        }
+        for (; i < end; ++i) y[i] = finish((static_cast<double>(x[i]) - p.center) * p.multiplier);
+    }
+
+    // What record_runs noted of groups before it found the ids unsorted: those runs may be parts of groups.
+    void forget_runs() {
+        lonely_group_ = -1;
+        std::fill(excluded_.begin(), excluded_.end(), std::uint8_t(0));
+    }
+
+    // Ragged groups by scatter over dense group numbers in sample order: record_groups for the GRPO family
+    // (record_runs when the ids ascend), otherwise each group's center and divisor by center_and_divisor and
+    // each sample by advantage().
     void scatter_groups() {
-        if (record_options()) return all_valid() ? record_groups<false>() : record_groups<true>();
+        if (record_options()) {
+            if (in_.valid.empty() && tokens_.empty() ? record_runs<false>() : record_runs<true>()) return;
+            forget_runs();
+            resolve_scattered();
+            return all_valid() ? record_groups<false>() : record_groups<true>();
+        }
+        resolve_scattered();
         thread_local std::vector<core::shifted_sums> sums;
         thread_local std::vector<group_scale> scales;
         thread_local std::vector<std::uint8_t> zeroed;
@@ -518,6 +690,9 @@ private:
             if (zeroed[g]) exclude_from_whitening(i);
         }
     }
+
+    // The scatter paths' layout: dense group numbers, no member lists.
+    void resolve_scattered() { layout_ = &core::resolve_cached(in_.grouping, n_, "rewards", false, &dense_); }
 
     // Writes (x − μ)/D(v) for contiguous group g, given μ, D(v) and 1/D(v).
     [[gnu::always_inline]] void write_scaled(index_type g, double group_mean, double denominator, double reciprocal) {
@@ -650,26 +825,30 @@ private:
             (options_.scale == scale_mode::group_std || options_.scale == scale_mode::none);
         constexpr index_type block = 16;
         const index_type count = layout_->count, blocks = (count + block - 1) / block;
-        core::parallel_for(scatter_ ? 0
-                           : fast   ? blocks
-                                    : count,
-                           options_.threads, [&](index_type begin, index_type end) {
-                               group_scratch scratch;
-                               if (!fast) {
-                                   for (index_type g = begin; g < end; ++g) general_group(g, scratch);
-                                   return;
-                               }
-                               for (index_type b = begin; b < end; ++b) {
-                                   const index_type first = b * block, last = std::min(first + block, count);
-                                   if constexpr (std::is_same_v<T, float>) {
-                                       if (last - first == block && layout_->size <= (index_type(1) << 26)) {
-                                           sixteen_groups(first, scratch);
-                                           continue;
-                                       }
-                                   }
-                                   for (index_type g = first; g < last; ++g) contiguous_group(g, scratch);
-                               }
-                           });
+        core::parallel_for(fast ? blocks : count, options_.threads, [&](index_type begin, index_type end) {
+            group_scratch scratch;
+            if (!fast) {
+                for (index_type g = begin; g < end; ++g) general_group(g, scratch);
+                return;
+            }
+            for (index_type b = begin; b < end; ++b) {
+                const index_type first = b * block, last = std::min(first + block, count);
+                if constexpr (std::is_same_v<T, float>) {
+                    if (last - first == block && layout_->size <= (index_type(1) << 26)) {
+                        sixteen_groups(first, scratch);
+                        continue;
+                    }
+                }
+                for (index_type g = first; g < last; ++g) contiguous_group(g, scratch);
+            }
+        });
+    }
+
+    // The id of the group noted in lonely_group_: a group number, or, when record_runs took the ids (and no
+    // layout was made), the group's first sample.
+    std::int64_t label(index_type noted) const {
+        if (layout_) return layout_->label(noted);
+        return in_.grouping.ids64 ? in_.grouping.ids64[noted] : in_.grouping.ids32[noted];
     }
 
     void report() const {
@@ -678,7 +857,7 @@ private:
                        std::isnan(static_cast<double>(in_.rewards[i])) ? "NaN under nan_policy::error" : "infinite",
                        ")");
         if (const index_type g = lonely_group_.load(); g >= 0)
-            core::fail("groups: group ", layout_->label(g),
+            core::fail("groups: group ", label(g),
                        " has one valid sample, and singleton_policy::error forbids groups of one");
     }
 
