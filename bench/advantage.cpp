@@ -1,7 +1,9 @@
 // Advantage normalizers on one million fp32 rewards: contiguous groups of 16
-// and ragged groups (sizes 1..31, ids shuffled; and the same ids in runs, one
-// run per group, as verl lays out the n responses of a prompt), against memcpy of the reward
-// array and, when installed, libtorch doing the same arithmetic.
+// and ragged groups (sizes 1..31, ids shuffled; the same ids in runs, one run
+// per group, as verl lays out the n responses of a prompt, ascending; and the
+// runs under labels that do not ascend, as np.unique's inverse of string uids
+// gives), against memcpy of the reward array and, when installed, libtorch doing
+// the same arithmetic.
 //
 // Bytes are the minimum traffic: read the rewards, write the advantages
 // (2·n·4). The ragged cases also read 8-byte ids, which are not counted, so
@@ -31,7 +33,7 @@ constexpr index_type samples = 1 << 20;  // one million (2²⁰)
 
 struct batch {
     std::vector<float> rewards, output;
-    std::vector<std::int64_t> ragged_ids, run_ids;  // run_ids: the same groups, each one run
+    std::vector<std::int64_t> ragged_ids, run_ids, relabelled_ids;  // run_ids: the same groups, each one run
 };
 
 std::shared_ptr<batch> make_batch() {
@@ -48,6 +50,11 @@ std::shared_ptr<batch> make_batch() {
         i += size;
     }
     data->run_ids = data->ragged_ids;
+    std::vector<std::int64_t> label(static_cast<std::size_t>(group));
+    std::iota(label.begin(), label.end(), std::int64_t(0));
+    std::shuffle(label.begin(), label.end(), generator);
+    for (const std::int64_t id : data->run_ids)
+        data->relabelled_ids.push_back(label[static_cast<std::size_t>((id - 13) / 7919)] * 7919 + 13);
     std::shuffle(data->ragged_ids.begin(), data->ragged_ids.end(), generator);
     return data;
 }
@@ -55,14 +62,16 @@ std::shared_ptr<batch> make_batch() {
 const bool registered = [] {
     auto data = make_batch();
     const double bytes = 2.0 * samples * sizeof(float);
-    const std::string contiguous = "1M_G16", ragged = "1M_ragged", runs = "1M_ragged_runs";
+    const std::string contiguous = "1M_G16", ragged = "1M_ragged", runs = "1M_ragged_runs",
+                      relabelled = "1M_ragged_runs_relabelled";
     const std::string operations[] = {"grpo", "dr_grpo", "rloo", "trl_group"};
     for (const auto& operation : operations) {
-        for (const auto& shape : {contiguous, ragged, runs}) {
+        for (const auto& shape : {contiguous, ragged, runs, relabelled}) {
             bench::register_memcpy(operation, shape, bytes);
-            const std::vector<std::int64_t>* ids = shape == ragged ? &data->ragged_ids
-                                                   : shape == runs ? &data->run_ids
-                                                                   : nullptr;
+            const std::vector<std::int64_t>* ids = shape == ragged       ? &data->ragged_ids
+                                                   : shape == runs       ? &data->run_ids
+                                                   : shape == relabelled ? &data->relabelled_ids
+                                                                         : nullptr;
             register_case(operation, shape, "normkit", bytes, [data, operation, ids] {
                 const groups grouping = ids ? group_ids(*ids) : contiguous_groups(16);
                 if (operation == "grpo")
@@ -88,8 +97,10 @@ const bool registered = [] {
             bench::yardstick::contiguous_groups(data->rewards.data(), data->output.data(), samples, 16, rule);
             benchmark::DoNotOptimize(data->output.data());
         });
-        for (const auto& shape : {ragged, runs}) {
-            const std::int64_t* ids = shape == ragged ? data->ragged_ids.data() : data->run_ids.data();
+        for (const auto& shape : {ragged, runs, relabelled}) {
+            const std::int64_t* ids = shape == ragged ? data->ragged_ids.data()
+                                      : shape == runs ? data->run_ids.data()
+                                                      : data->relabelled_ids.data();
             register_case(operation, shape, "yardstick", bytes, [data, rule, ids] {
                 bench::yardstick::ragged_groups(data->rewards.data(), ids, data->output.data(), samples, rule);
                 benchmark::DoNotOptimize(data->output.data());
@@ -100,6 +111,12 @@ const bool registered = [] {
         grpo_options options;
         options.threads = 2;
         grpo(data->rewards, contiguous_groups(16), data->output, options);
+        benchmark::DoNotOptimize(data->output.data());
+    });
+    register_case("grpo", runs, "normkit_2threads", bytes, [data] {
+        grpo_options options;
+        options.threads = 2;
+        grpo(data->rewards, group_ids(data->run_ids), data->output, options);
         benchmark::DoNotOptimize(data->output.data());
     });
 #ifdef NORMKIT_HAVE_TORCH

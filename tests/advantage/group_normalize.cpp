@@ -455,13 +455,15 @@ shuffled_groups shuffled_ragged(std::uint32_t seed) {
 // group_normalize over ids (optionally as int32, optionally with an all-ones mask) in the output type O.
 template <class T, class O, class Id = std::int64_t>
 std::vector<O> normalized(const std::vector<double>& values, const std::vector<std::int64_t>& ids,
-                          const group_normalize_options& options, bool all_ones_mask = false) {
+                          const group_normalize_options& options, bool all_ones_mask = false,
+                          index_type declared_count = -1) {
     const auto rewards = to_storage<T>(values);
     const std::vector<Id> narrow(ids.begin(), ids.end());
     const std::vector<std::uint8_t> valid(values.size(), 1);
     reward_inputs<T> inputs;
     inputs.rewards = rewards;
-    inputs.grouping = group_ids(vector_view<const Id>(narrow.data(), static_cast<index_type>(narrow.size())));
+    inputs.grouping =
+        group_ids(vector_view<const Id>(narrow.data(), static_cast<index_type>(narrow.size())), declared_count);
     if (all_ones_mask) inputs.valid = valid;
     std::vector<O> out(values.size(), O(-99));
     group_normalize(inputs, out, options);
@@ -600,11 +602,13 @@ TEST_CASE("ragged ids without a mask: one group, every sample its own group, NaN
                          "group 900 has one valid sample");
 }
 
-// Ids in ascending runs take core::sorted_runs (blocks of runs, lanes of runs for float rewards); the
-// same runs under labels that do not ascend take the scatter path, whose bits they must give, since
-// each group adds the same values in the same order. Sizes 1..40 (runs longer than a float batch's
-// lanes), thousands of samples (many blocks), masked and unmasked, int64 and int32 ids.
-TEMPLATE_TEST_CASE("ragged ids in ascending runs: the scatter path's bits, and its fallback when they do not ascend",
+// Ragged ids where each group is one run take core::id_runs (blocks of runs, lanes of runs for float
+// rewards): ids in ascending order, or any distinct labels (checked by core::distinct_runs). The scatter
+// path must give the same bits, since each group adds the same values in the same order; the same runs
+// under labels that do not ascend, with a declared count, take it (a declared count needs ascending runs).
+// Sizes 1..40 (runs longer than a float batch's lanes), thousands of samples (many blocks), masked and
+// unmasked, int64 and int32 ids, 1–3 threads.
+TEMPLATE_TEST_CASE("ragged ids in runs: the scatter path's bits, and its fallback when a group is not one run",
                    "[advantage][group_normalize]", float, double) {
     using T = TestType;
     std::mt19937 generator(91);
@@ -618,10 +622,10 @@ TEMPLATE_TEST_CASE("ragged ids in ascending runs: the scatter path's bits, and i
         relabelled.insert(relabelled.end(), size, 3 * label[g] + 2);
     }
     const std::size_t n = ascending.size();
+    const index_type count = 3 * 400 + 2;
     auto rewards = random_values(n, 17, 0.5, 1.0);
     for (std::size_t i = 0; i < n; i += 5) rewards[i] = generator() % 2;  // ties, binary rewards
-    // The ids ascend but for the last sample, which joins the first group: sorted_runs finds that in its
-    // last block.
+    // The last sample joins the first group, which is then two runs: found at the end, in the last block.
     auto late = ascending, late_relabelled = relabelled;
     late.back() = ascending.front();
     late_relabelled.back() = relabelled.front();
@@ -629,26 +633,27 @@ TEMPLATE_TEST_CASE("ragged ids in ascending runs: the scatter path's bits, and i
         for (int masked = 0; masked < 2; ++masked) {
             const auto check = [&](auto tag) {
                 using O = decltype(tag);
-                const auto scattered = normalized<T, O>(rewards, relabelled, options, masked);
-                CHECK(same_bits(normalized<T, O>(rewards, ascending, options, masked), scattered));
-                CHECK(same_bits(normalized<T, O, std::int32_t>(rewards, ascending, options, masked), scattered));
-                CHECK(same_bits(normalized<T, O>(rewards, late, options, masked),
-                                normalized<T, O>(rewards, late_relabelled, options, masked)));
-                for (int threads : {2, 3}) {  // shares of the runs, split at run starts
+                const auto scattered = normalized<T, O>(rewards, relabelled, options, masked, count);
+                const auto late_scattered = normalized<T, O>(rewards, late_relabelled, options, masked, count);
+                for (int threads : {1, 2, 3}) {  // shares of the runs, split at run starts
                     auto threaded = options;
                     threaded.threads = threads;
                     CHECK(same_bits(normalized<T, O>(rewards, ascending, threaded, masked), scattered));
-                    CHECK(same_bits(normalized<T, O>(rewards, late, threaded, masked),
-                                    normalized<T, O>(rewards, late_relabelled, options, masked)));
+                    CHECK(same_bits(normalized<T, O>(rewards, relabelled, threaded, masked), scattered));
+                    CHECK(same_bits(normalized<T, O>(rewards, late, threaded, masked), late_scattered));
+                    CHECK(same_bits(normalized<T, O>(rewards, late_relabelled, threaded, masked), late_scattered));
                 }
+                CHECK(same_bits(normalized<T, O, std::int32_t>(rewards, ascending, options, masked), scattered));
+                CHECK(same_bits(normalized<T, O, std::int32_t>(rewards, relabelled, options, masked), scattered));
             };
             check(float{});
             check(double{});
         }
     }
-    // What the blocks before the late descent noted is dropped: ids 0, then pairs 1, 1, 2, 2, …, then 0
-    // again, so the first run looks like a group of one until the last sample. No error under
-    // singleton_policy::error, and the whitening's exclusions are the scatter path's.
+    // What the runs noted is dropped when a group turns out to be two runs: ids 0, then pairs 1, 1, 2, 2, …,
+    // then 0 again (ascending until the end), and the same under descending labels, so the first run looks
+    // like a group of one until the last sample. No error under singleton_policy::error, and the
+    // whitening's exclusions are the scatter path's.
     std::vector<std::int64_t> pairs{0}, pairs_relabelled{5000};
     for (std::int64_t g = 1; g <= 1500; ++g) {
         pairs.insert(pairs.end(), 2, g);
@@ -665,8 +670,9 @@ TEMPLATE_TEST_CASE("ragged ids in ascending runs: the scatter path's bits, and i
     for (auto options : {strict, excluded})
         for (int threads : {1, 2}) {
             options.threads = threads;
-            CHECK(same_bits(normalized<T, T>(pair_rewards, pairs, options),
-                            normalized<T, T>(pair_rewards, pairs_relabelled, options)));
+            const auto scattered = normalized<T, T>(pair_rewards, pairs_relabelled, options, false, 5001);
+            CHECK(same_bits(normalized<T, T>(pair_rewards, pairs, options), scattered));
+            CHECK(same_bits(normalized<T, T>(pair_rewards, pairs_relabelled, options), scattered));
         }
     // A group of one far into the ids (after several blocks) is named by its id: pairs of ids 0, 2, 4, …,
     // where the second member of 2000's pair becomes 2001.
@@ -678,6 +684,23 @@ TEMPLATE_TEST_CASE("ragged ids in ascending runs: the scatter path's bits, and i
         require_error_naming([&] { normalized<T, T>(random_values(far.size(), 29), far, strict); },
                              "group 2000 has one valid sample");
     }
+    // Under labels that do not ascend, the group that appears first is named, as the scatter path names it.
+    std::vector<std::int64_t> far_down;
+    for (std::int64_t g = 0; g < 1500; ++g) far_down.insert(far_down.end(), 2, 10000 - g);
+    far_down[2001] = 20001;
+    far_down[2005] = 20003;  // after a group of one that does not ascend
+    require_error_naming([&] { normalized<T, T>(random_values(far_down.size(), 31), far_down, strict); },
+                         "group 9000 has one valid sample");
+    // A negative id inside runs that do not ascend is found after the runs, and named by its first sample.
+    auto negative_inside = relabelled;
+    const auto inside = static_cast<std::size_t>(std::find(relabelled.begin(), relabelled.end(), relabelled[n / 2]) -
+                                                 relabelled.begin());
+    std::fill(negative_inside.begin() + static_cast<std::ptrdiff_t>(inside),
+              std::find_if(negative_inside.begin() + static_cast<std::ptrdiff_t>(inside), negative_inside.end(),
+                           [&](std::int64_t id) { return id != relabelled[n / 2]; }),
+              -7);
+    require_error_naming([&] { normalized<T, T>(rewards, negative_inside, group_normalize_options{}); },
+                         "group ids[" + std::to_string(inside) + "] is negative");
     // Bad ids at either end of ascending ids; with a declared count, group k is id k (the same bits).
     auto negative = ascending;
     negative[0] = -1;

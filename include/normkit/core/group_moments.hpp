@@ -149,7 +149,7 @@ inline void lane_group_moments(const float* x, index_type size, double inverse_c
 
 }  // namespace detail
 
-// The shifted sums of width<float> runs (ragged groups in ascending ids, by core::sorted_runs), run g
+// The shifted sums of width<float> runs (ragged groups, one run each, by core::id_runs), run g
 // being x[bounds[g] .. bounds[g + 1]) with at least one value, all finite, and x readable below
 // x[limit]. Tiles of L values of every run are loaded as rows (past a run's end, into the runs after
 // it, but not past limit) and transposed, so that column j holds value j of every run; a lane adds

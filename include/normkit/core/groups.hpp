@@ -17,9 +17,10 @@
 //   wanted, one counting sort; group_normalize reuses per-thread buffers for it. A sample whose id
 //   equals the one before takes that sample's group without a lookup, so ids in runs (verl repeats
 //   each uid n times) cost a compare each. The contiguous case is pure arithmetic.
-// - Ids in ascending order (each group one run: repeated uids numbered in order, or ids sorted
-//   before the call) need none of that: sorted_runs hands a caller the runs a block at a time, in
-//   one branch-free pass over the ids, and says when the ids turn out not to be sorted.
+// - Ids where each group is one run (repeated uids, numbered in order or by any distinct labels)
+//   need none of that per sample: id_runs hands a caller the runs a block at a time, in one
+//   branch-free pass over the ids, and distinct_runs checks the runs' ids once a run (none at all
+//   when they ascend).
 #pragma once
 
 #include "error.hpp"
@@ -180,25 +181,27 @@ index_type scan_runs(const Id* ids, index_type samples, index_type from, index_t
 
 }  // namespace detail
 
-// The runs of ragged ids in ascending order (each group one run), a block at a time: the runs that
-// start in samples [first, last) (all of them by default), so that threads can take shares of the
-// ids. Run k of all the ids is group k, which is the numbering by first appearance, and by id under
-// a declared count, since the runs' ids ascend. sorted() is false, before any block, for ids that are
-// bad input (negative, at or above a declared count, or not one per sample; sorted ids are checked by
-// the first and the last) or that descend where the share begins, and becomes false at the block that
-// finds an id below the one before: the caller then resolves the ids the general way
-// (resolve_cached), which names what is wrong, and drops what it made of the blocks before.
-class sorted_runs {
+// The runs of equal ragged ids, a block at a time: the runs that start in samples [first, last) (all
+// of them by default), so that threads can take shares of the ids. When each group is one run (ids
+// in ascending order, as repeated uids numbered in order give, or any distinct labels, as
+// np.unique's inverse of repeated uids gives), run k of all the ids is group k in the numbering by
+// first appearance, and a caller can take the groups straight from the runs. ascending() says
+// whether the share's ids (and the pair where it begins) never went down, which proves that; for ids
+// that went down, distinct_runs over every run's id decides. usable() is false for ids this cannot
+// take (not one per sample), and for ids whose first or last is bad input (negative, or at or above
+// a declared count, which for ascending ids checks every id): the caller resolves those the general
+// way (resolve_cached), which names what is wrong.
+class id_runs {
 public:
     // Runs ending within one next(): at most `most`; the ends array needs `slots`.
     static constexpr index_type chunk = 512, most = chunk + 1, slots = chunk + 16;
 
-    sorted_runs(const groups& grouping, index_type samples, index_type first = 0, index_type last = -1)
+    id_runs(const groups& grouping, index_type samples, index_type first = 0, index_type last = -1)
         : ids64_(grouping.ids64), ids32_(grouping.ids32) {
-        sorted_ = !grouping.contiguous() && grouping.id_count == samples && (ids64_ || ids32_) &&
+        usable_ = !grouping.contiguous() && grouping.id_count == samples && (ids64_ || ids32_) &&
                   (samples == 0 ||
                    (id(0) >= 0 && (grouping.declared_count < 0 || id(samples - 1) < grouping.declared_count)));
-        if (!sorted_) return;
+        if (!usable_) return;
         // A share starts at the first run that starts in it: past the rest of a run begun before it.
         const auto run_start = [&](index_type i) {
             while (i > 0 && i < samples && id(i) == id(i - 1)) ++i;
@@ -206,10 +209,11 @@ public:
         };
         begin_ = run_start(first);
         end_ = run_start(last < 0 ? samples : last);
-        sorted_ = !(begin_ > 0 && begin_ < samples && id(begin_) < id(begin_ - 1));
+        ascending_ = !(begin_ > 0 && begin_ < samples && id(begin_) < id(begin_ - 1));
     }
 
-    bool sorted() const { return sorted_; }
+    bool usable() const { return usable_; }
+    bool ascending() const { return ascending_; }
     index_type begin() const { return begin_; }  // where the next block's first run starts
     index_type end() const { return end_; }      // where the share's last run ends
     bool done() const { return begin_ >= end_; }
@@ -219,13 +223,13 @@ public:
     std::int64_t id(index_type i) const { return ids64_ ? ids64_[i] : ids32_[i]; }
 
     // The next block of runs: ends[k] (ends has `slots` slots) is the end of the block's run k, which
-    // starts at ends[k − 1] (run 0 at the begin() before the call). 0 at the end of the share, or once
-    // sorted() is false.
+    // starts at ends[k − 1] (run 0 at the begin() before the call). 0 at the end of the share.
     index_type next(index_type* ends) {
-        if (!sorted_ || begin_ >= end_) return 0;
-        const index_type found = ids64_ ? detail::scan_runs(ids64_, end_, begin_, chunk, ends, descent_)
-                                        : detail::scan_runs(ids32_, end_, begin_, chunk, ends, descent_);
-        if (descent_) return sorted_ = false, 0;
+        if (!usable_ || begin_ >= end_) return 0;
+        bool descent = false;
+        const index_type found = ids64_ ? detail::scan_runs(ids64_, end_, begin_, chunk, ends, descent)
+                                        : detail::scan_runs(ids32_, end_, begin_, chunk, ends, descent);
+        ascending_ = ascending_ && !descent;
         begin_ = ends[found - 1];
         return found;
     }
@@ -234,7 +238,7 @@ private:
     const std::int64_t* ids64_;
     const std::int32_t* ids32_;
     index_type begin_ = 0, end_ = 0;
-    bool sorted_ = false, descent_ = false;
+    bool usable_ = false, ascending_ = false;
 };
 
 // The resolved grouping: group g's members, in sample order.
@@ -391,6 +395,23 @@ inline void sort_members(group_layout& layout, const std::vector<index_type>& de
 }
 
 }  // namespace detail
+
+// Whether the ids of runs of equal ids (one per run, in sample order) are all different, so that each
+// group is one run: the ids checked and numbered as resolve numbers samples (a direct table for small
+// ids, the hash table otherwise), over the runs alone. Bad ids (negative, or at or above a declared
+// count) give false, for the general path to name.
+inline bool distinct_runs(const std::vector<std::int64_t>& run_ids, index_type declared_count) {
+    const auto [low, high] = std::minmax_element(run_ids.begin(), run_ids.end());
+    if (low == run_ids.end()) return true;
+    if (*low < 0 || (declared_count >= 0 && *high >= declared_count)) return false;
+    thread_local group_layout layout;
+    thread_local std::vector<index_type> numbers, table;
+    const auto runs = static_cast<index_type>(run_ids.size());
+    layout.labels.clear();
+    numbers.resize(run_ids.size());
+    detail::number_groups(layout, numbers.data(), run_ids.data(), runs, -1, table);
+    return layout.count == runs;
+}
 
 // Fills `layout` (reusing its storage) for n samples; `dense` is scratch for the per-sample group index.
 // With with_members false only dense (each sample's group number), count and labels are filled.

@@ -9,8 +9,8 @@
 //               member lists are built (they cost a random write per sample). GRPO / Dr. GRPO / RLOO
 //               turn each group's sums into a plan of two numbers, center and multiplier
 //               (record_groups), and skip the per-sample validity test when nothing is masked and
-//               every reward is finite; with ids in ascending runs they take record_runs instead,
-//               blocks of runs found by core::sorted_runs, their sums one run per SIMD lane
+//               every reward is finite; where each group is one run of ids they take record_runs
+//               instead, blocks of runs found by core::id_runs, their sums one run per SIMD lane
 //               (core::lane_run_sums) and their plans in double lanes, with no group numbers;
 //   contiguous  GRPO / Dr. GRPO / RLOO on contiguous groups with nothing masked: blocks of sixteen
 //               float groups, one group per SIMD lane (core::sixteen_group_moments); double
@@ -496,30 +496,55 @@ private:
                 if (planned[group_of[i]].zeroed != 0) exclude_from_whitening(i);
     }
 
-    // record_groups for ids in ascending runs (core::sorted_runs), a block of runs at a time while its
-    // rewards are in L1: their sums (run_sums), then each run's plan and writes. The sums are scatter_sums'
-    // additions in the same order and the writes record_groups' arithmetic, so the bits are record_groups',
-    // without group numbers, a table or a second pass over the samples. Unmasked (no valid mask, no
-    // lengths), the sums skip the validity test, and a run whose sums come out not finite (a NaN or ±inf
-    // inside) is summed again with it, as record_groups<true> would take it: a run of finite rewards sums
-    // the same either way, so no pass over the rewards asks first. False when the ids are not sorted; the
-    // blocks written before that are then undone by forget_runs.
+    // record_groups for ragged ids where each group is one run (core::id_runs), a block of runs at a time
+    // while its rewards are in L1: their sums (run_sums), then their plans (plans_of), then their writes.
+    // The sums are scatter_sums' additions in the same order and the writes record_groups' arithmetic, so
+    // the bits are record_groups', without group numbers, a table or a second pass over the samples.
+    // Unmasked (no valid mask, no lengths), the sums skip the validity test, and a run whose sums come out
+    // not finite (a NaN or ±inf inside) is summed again with it, as record_groups<true> would take it: a
+    // run of finite rewards sums the same either way, so no pass over the rewards asks first. Whether each
+    // group is one run is known at the end: at once when the ids ascend, else by core::distinct_runs over
+    // the runs' ids (undeclared counts only: with a declared count, singleton_policy::error names the
+    // lowest id, which only ascending runs find first). False when it is not so; what the runs noted is
+    // then undone by forget_runs.
     template <bool masked>
     bool record_runs() {
-        std::atomic<bool> sorted{true};
-        core::parallel_for(n_, options_.threads, [&](index_type first, index_type last) {
-            if (!record_runs_in<masked>(first, last)) sorted = false;
+        const index_type shares = std::min<index_type>(std::max(options_.threads, 1), n_);
+        thread_local std::vector<std::vector<std::int64_t>> reused;  // each share's run ids, kept across calls
+        auto& run_ids = reused;  // the caller's: a thread_local named in the workers would be theirs
+        run_ids.resize(static_cast<std::size_t>(shares));
+        std::atomic<bool> usable{true}, ascending{true};
+        core::parallel_for(shares, options_.threads, [&](index_type first_share, index_type last_share) {
+            for (index_type t = first_share; t < last_share; ++t) {
+                const auto [first, last] = core::block(n_, shares, t);
+                core::id_runs runs(in_.grouping, n_, first, last);
+                if (!runs.usable()) {
+                    usable = false;
+                    return;
+                }
+                auto& ids = run_ids[static_cast<std::size_t>(t)];
+                ids.clear();
+                if (!record_runs_in<masked>(runs, ids)) usable = false;
+                if (!runs.ascending()) ascending = false;
+            }
         });
-        return sorted;
+        if (!usable) return false;
+        if (ascending) return true;
+        if (in_.grouping.declared_count >= 0) return false;
+        std::vector<std::int64_t>& all = run_ids.front();
+        for (std::size_t t = 1; t < run_ids.size(); ++t) all.insert(all.end(), run_ids[t].begin(), run_ids[t].end());
+        return core::distinct_runs(all, in_.grouping.declared_count);
     }
 
-    // record_runs over one thread's share: the runs that start in samples [first, last).
+    // record_runs over one share of the runs, appending each run's id to run_ids. Gives up (false) at a block
+    // after which the ids went down and the runs average fewer than two samples: shuffled ids, whose groups
+    // are not runs, cost one block, not a pass (distinct runs of ones and twos lose only the speed).
     template <bool masked>
-    bool record_runs_in(index_type first, index_type last) {
-        core::sorted_runs runs(in_.grouping, n_, first, last);
-        index_type bounds[core::sorted_runs::slots + 1];
-        core::shifted_sums sums[core::sorted_runs::most];
-        plan plans[core::sorted_runs::most];
+    bool record_runs_in(core::id_runs& runs, std::vector<std::int64_t>& run_ids) {
+        const index_type start = runs.begin();
+        index_type bounds[core::id_runs::slots + 1];
+        core::shifted_sums sums[core::id_runs::most];
+        plan plans[core::id_runs::most];
         for (;;) {
             bounds[0] = runs.begin();
             index_type found = runs.next(bounds + 1);
@@ -528,8 +553,9 @@ private:
                 found -= found % lanes;
                 runs.restart(bounds[found]);
             }
+            for (index_type k = 0; k < found; ++k) run_ids.push_back(runs.id(bounds[k]));
             run_sums<masked>(bounds, found, sums);
-            bool checked[core::sorted_runs::most];
+            bool checked[core::id_runs::most];
             for (index_type k = 0; k < found; ++k) {
                 checked[k] = masked || !(std::isfinite(sums[k].sum) && std::isfinite(sums[k].square));
                 if (checked[k] && !masked) sums[k] = run_sum<true>(bounds[k], bounds[k + 1]);
@@ -553,8 +579,10 @@ private:
                 if (p.zeroed != 0)
                     for (index_type i = begin; i < end; ++i) exclude_from_whitening(i);
             }
+            const auto covered = runs.begin() - start, seen = static_cast<index_type>(run_ids.size());
+            if (!runs.ascending() && covered < 2 * seen) return false;
         }
-        return runs.sorted();
+        return true;
     }
 
     // The plans of a block's runs from their sums: groups of two or more members width<double> at a time,
@@ -649,14 +677,14 @@ private:
         for (; i < end; ++i) y[i] = finish((static_cast<double>(x[i]) - p.center) * p.multiplier);
     }
 
-    // What record_runs noted of groups before it found the ids unsorted: those runs may be parts of groups.
+    // What record_runs noted of groups when they were not one run each: those runs may be parts of groups.
     void forget_runs() {
         lonely_group_ = -1;
         std::fill(excluded_.begin(), excluded_.end(), std::uint8_t(0));
     }
 
     // Ragged groups by scatter over dense group numbers in sample order: record_groups for the GRPO family
-    // (record_runs when the ids ascend), otherwise each group's center and divisor by center_and_divisor and
+    // (record_runs when each group is one run), otherwise each group's center and divisor by center_and_divisor and
     // each sample by advantage().
     void scatter_groups() {
         if (record_options()) {
