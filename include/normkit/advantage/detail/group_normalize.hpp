@@ -553,7 +553,9 @@ private:
                 found -= found % lanes;
                 runs.restart(bounds[found]);
             }
-            for (index_type k = 0; k < found; ++k) run_ids.push_back(runs.id(bounds[k]));
+            const std::size_t known = run_ids.size();
+            run_ids.resize(known + static_cast<std::size_t>(found));  // capacity kept across calls: no allocation
+            for (index_type k = 0; k < found; ++k) run_ids[known + static_cast<std::size_t>(k)] = runs.id(bounds[k]);
             run_sums<masked>(bounds, found, sums);
             bool checked[core::id_runs::most];
             for (index_type k = 0; k < found; ++k) {
