@@ -150,8 +150,8 @@ inline void lane_group_moments(const float* x, index_type size, double inverse_c
 }  // namespace detail
 
 // The shifted sums of width<float> runs (ragged groups, one run each, by core::id_runs), run g
-// being x[bounds[g] .. bounds[g + 1]) with at least one value, all finite, and x readable below
-// x[limit]. Tiles of L values of every run are loaded as rows (past a run's end, into the runs after
+// being x[bounds[g] .. bounds[g + 1]) with at least one value (a NaN or ±inf among them makes its
+// sums not finite), and x readable below x[limit]. Tiles of L values of every run are loaded as rows (past a run's end, into the runs after
 // it, but not past limit) and transposed, so that column j holds value j of every run; a lane adds
 // column j while j is below its run's length. Each active lane does shifted_sums::accumulate's
 // operations in the same order, and the first value's own (x₀ − x₀ = 0) is skipped, as a lane of
@@ -196,13 +196,13 @@ inline void lane_run_sums(const float* x, index_type limit, const index_type* bo
             }
         }
     }
-    alignas(64) double shifts[L], sums_[L], squares[L];
+    alignas(64) double shifts[L], totals[L], squares[L];
     for (int h = 0; h < 2; ++h) {
         shift[h].store_aligned(shifts + h * H);
-        sum[h].store_aligned(sums_ + h * H);
+        sum[h].store_aligned(totals + h * H);
         square[h].store_aligned(squares + h * H);
     }
-    for (index_type g = 0; g < L; ++g) sums[g] = shifted_sums{shifts[g], sums_[g], squares[g], length[g]};
+    for (index_type g = 0; g < L; ++g) sums[g] = shifted_sums{shifts[g], totals[g], squares[g], length[g]};
 }
 
 // Sixteen contiguous groups of `size` floats starting at x (group g at x + g·size), in sweeps of
