@@ -1,8 +1,8 @@
 // Differential fuzz target of group_normalize and the named estimators against
 // tests/reference/advantage*.hpp.
 //
-// Per case: contiguous or ragged groups (shuffled ids, int64 or int32, small or
-// far beyond n), rewards of one kind (integers, binary, normal, offset by 10⁶),
+// Per case: contiguous or ragged groups (shuffled ids, ids in ascending runs or
+// runs under shuffled labels; int64 or int32, small or far beyond n), rewards of one kind (integers, binary, normal, offset by 10⁶),
 // NaN rewards, a valid mask, lengths (some zero) or the same counts as a token
 // mask, and every option of group_normalize_options (center × scale × eps
 // placement × ddof × singleton policy × whitening × clip range × window
@@ -52,11 +52,16 @@ batch read_batch(fuzz::source& in) {
     } else {
         const auto groups = in.integer<int>(1, 12);
         const std::int64_t scale = in.flag() ? 1000000007 : 3;
+        // shuffled ids, each group one run in ascending ids, or runs under shuffled labels (the run path)
+        const auto layout = in.integer<int>(0, 2);
+        std::vector<std::int64_t> label(static_cast<std::size_t>(groups));
+        std::iota(label.begin(), label.end(), std::int64_t(0));
+        if (layout == 2) std::shuffle(label.begin(), label.end(), in.generator);
         for (int g = 0; g < groups; ++g) {
             const int size = in.integer<int>(1, 20);
-            for (int j = 0; j < size; ++j) b.ids.push_back(g * scale + 5);
+            for (int j = 0; j < size; ++j) b.ids.push_back(label[static_cast<std::size_t>(g)] * scale + 5);
         }
-        std::shuffle(b.ids.begin(), b.ids.end(), in.generator);
+        if (layout == 0) std::shuffle(b.ids.begin(), b.ids.end(), in.generator);
         b.int32_ids = scale < 1000 && in.flag();
     }
     const std::size_t n = b.ids.size();
