@@ -650,6 +650,23 @@ TEMPLATE_TEST_CASE("ragged ids in runs: the scatter path's bits, and its fallbac
             check(double{});
         }
     }
+    // A NaN or ±inf inside runs summed in lanes, unmasked: those runs are summed again with the validity test
+    // (NaN leaves its group; ±inf is bad input, named by its sample).
+    auto with_nan = rewards, with_inf = rewards;
+    with_nan[n / 2] = reference::nan_value;
+    with_nan[n / 3] = reference::nan_value;
+    with_inf[n / 2] = std::numeric_limits<double>::infinity();
+    for (const auto& options : unmasked_ragged_options())
+        for (int threads : {1, 2}) {
+            auto threaded = options;
+            threaded.threads = threads;
+            CHECK(same_bits(normalized<T, T>(with_nan, ascending, threaded),
+                            normalized<T, T>(with_nan, relabelled, options, false, count)));
+            CHECK(same_bits(normalized<T, T>(with_nan, relabelled, threaded),
+                            normalized<T, T>(with_nan, relabelled, options, false, count)));
+        }
+    require_error_naming([&] { normalized<T, T>(with_inf, ascending, group_normalize_options{}); },
+                         "rewards[" + std::to_string(n / 2) + "] is inf");
     // What the runs noted is dropped when a group turns out to be two runs: ids 0, then pairs 1, 1, 2, 2, …,
     // then 0 again (ascending until the end), and the same under descending labels, so the first run looks
     // like a group of one until the last sample. No error under singleton_policy::error, and the
