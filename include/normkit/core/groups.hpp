@@ -398,12 +398,10 @@ inline void sort_members(group_layout& layout, const std::vector<index_type>& de
 
 // Whether the ids of runs of equal ids (one per run, in sample order) are all different, so that each
 // group is one run: the ids checked and numbered as resolve numbers samples (a direct table for small
-// ids, the hash table otherwise), over the runs alone. Bad ids (negative, or at or above a declared
-// count) give false, for the general path to name.
-inline bool distinct_runs(const std::vector<std::int64_t>& run_ids, index_type declared_count) {
-    const auto [low, high] = std::minmax_element(run_ids.begin(), run_ids.end());
-    if (low == run_ids.end()) return true;
-    if (*low < 0 || (declared_count >= 0 && *high >= declared_count)) return false;
+// ids, the hash table otherwise), over the runs alone, without a declared count. A negative id gives
+// false, for the general path to name.
+inline bool distinct_runs(const std::vector<std::int64_t>& run_ids) {
+    if (std::any_of(run_ids.begin(), run_ids.end(), [](std::int64_t id) { return id < 0; })) return false;
     thread_local group_layout layout;
     thread_local std::vector<index_type> numbers, table;
     const auto runs = static_cast<index_type>(run_ids.size());

@@ -533,7 +533,7 @@ private:
         if (in_.grouping.declared_count >= 0) return false;
         std::vector<std::int64_t>& all = run_ids.front();
         for (std::size_t t = 1; t < run_ids.size(); ++t) all.insert(all.end(), run_ids[t].begin(), run_ids[t].end());
-        return core::distinct_runs(all, in_.grouping.declared_count);
+        return core::distinct_runs(all);
     }
 
     // record_runs over one share of the runs, appending each run's id to run_ids. Gives up (false) at a block
