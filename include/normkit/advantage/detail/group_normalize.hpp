@@ -776,12 +776,36 @@ private:
     static void write_scaled_float(const float* x, float* y, index_type size, const float_plan& plan) {
         using F = core::batch<float>;
         constexpr index_type FW = core::width<float>;
-        const F high(plan.high), low(plan.low), scale(plan.scale);
         const index_type float_full = size - size % FW;
-        for (index_type j = 0; j < float_full; j += FW)
-            (((F::load_unaligned(x + j) - high) - low) * scale).store_unaligned(y + j);
+        scale_float_batches(x, y, float_full, F(plan.high), F(plan.low), F(plan.scale));
         for (index_type j = float_full; j < size; ++j)
             y[j] = static_cast<float>((static_cast<double>(x[j]) - plan.mean) / plan.denominator);
+    }
+
+    // y = ((x − μ_high) − μ_low)·(1/D) over the whole float batches [0, full).
+    static void scale_float_batches(const float* x, float* y, index_type full, const core::batch<float>& high,
+                                    const core::batch<float>& low, const core::batch<float>& scale) {
+        using F = core::batch<float>;
+        for (index_type j = 0; j < full; j += core::width<float>)
+            (((F::load_unaligned(x + j) - high) - low) * scale).store_unaligned(y + j);
+    }
+
+    // Whether any of sixteen 64-byte aligned doubles is NaN.
+    static bool any_nan(const double* values) {
+        using B = core::batch<double>;
+        constexpr index_type W = core::width<double>;
+        auto nan = xsimd::isnan(B::load_aligned(values));
+        for (index_type lane = W; lane < 16; lane += W) nan = nan || xsimd::isnan(B::load_aligned(values + lane));
+        return xsimd::any(nan);
+    }
+
+    // write_scaled_float for sixteen groups of whole float batches (no tail), nothing NaN among them: the same
+    // operations, without the per-group checks and tail that cost more than the group's own stores.
+    static void write_sixteen_float(const float* x, float* y, index_type size, const float* high, const float* low,
+                                    const float* scale) {
+        using F = core::batch<float>;
+        for (index_type k = 0; k < 16; ++k, x += size, y += size)
+            scale_float_batches(x, y, size, F(high[k]), F(low[k]), F(scale[k]));
     }
 
     // A contiguous group from its moments, or a non-finite group (NaN or ±inf inside) by the general path.
@@ -833,6 +857,10 @@ private:
             float_plans(B::load_aligned(stats.mean + lane), B::load_aligned(reciprocal + lane) * B(stretch),
                         high + lane, low + lane, scale + lane);
         const index_type size = layout_->size;
+        const float* x = reinterpret_cast<const float*>(in_.rewards.data) + first * size;
+        float* y = reinterpret_cast<float*>(out_.data) + first * size;
+        if (size % core::width<float> == 0 && !any_nan(stats.mean))
+            return write_sixteen_float(x, y, size, high, low, scale);
         for (index_type k = 0; k < 16; ++k) {
             const index_type g = first + k;
             if (std::isnan(stats.mean[k])) {
