@@ -657,6 +657,28 @@ TEST_CASE("float exp stays within 2 ulp and keeps 0, inf and NaN at the ends", "
     check_exp_ends(exp_function);
 }
 
+// core::exp_in_range drops exp's clamp for x already in [−100, 100]: the same bits there, NaN for NaN.
+TEST_CASE("exp_in_range gives exp's bits on [-100, 100] and NaN for NaN", "[core][math]") {
+    using batch = core::batch<float>;
+    std::vector<float> inputs;
+    for (int i = 0; i <= (1 << 18); ++i)
+        inputs.push_back(-100.0f + 200.0f * static_cast<float>(i) / static_cast<float>(1 << 18));
+    inputs.push_back(std::numeric_limits<float>::quiet_NaN());
+    while (inputs.size() % batch::size) inputs.push_back(-100.0f);
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < inputs.size(); i += batch::size) {
+        alignas(64) float fast[batch::size], plain[batch::size];
+        const batch x = batch::load_unaligned(inputs.data() + i);
+        core::exp_in_range(x).store_aligned(fast);
+        core::exp(x).store_aligned(plain);
+        for (std::size_t lane = 0; lane < batch::size; ++lane)
+            differ += std::isnan(plain[lane]) ? !std::isnan(fast[lane])
+                                              : Eigen::numext::bit_cast<std::uint32_t>(fast[lane]) !=
+                                                    Eigen::numext::bit_cast<std::uint32_t>(plain[lane]);
+    }
+    CHECK(differ == 0);
+}
+
 // core::exp_of_difference trades accuracy at large |x| for speed: relative error within
 // (2 + |x|)·2⁻²³ where the result is a normal float (the header's bound), the same ends as exp.
 TEST_CASE("exp_of_difference stays within (2 + |x|) 2^-23 relative and keeps 0, inf and NaN at the ends",

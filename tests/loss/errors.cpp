@@ -104,6 +104,20 @@ TEST_CASE("errors: policy_loss and the surrogates name missing inputs, shapes an
     bad_mask.mask = t.WIDE;
     require_error_naming([&] { loss::policy_loss(bad_mask, t.G); }, "mask has shape 2x4");
     require_error_naming([&] { loss::policy_loss(in, t.WIDE); }, "log_probs_gradient has shape 2x4");
+    {
+        // With the token count given, the pass itself (no mask pass before it) finds the values the
+        // binary rule rejects; the message counts them all, in every row.
+        auto fractional = t.mask;
+        fractional[1] = 0.5;
+        fractional[3] = 2.0;
+        fractional[4] = -1.0;
+        auto rejected = in;
+        rejected.mask = view(fractional.data(), 2, 3);
+        loss::policy_loss_options o;
+        o.aggregation.global_token_count = 5;
+        require_error_naming([&] { loss::policy_loss(rejected, t.G, {}, o); },
+                             "mask has 3 values the mask rule rejects");
+    }
     auto null_x = in;
     null_x.log_probs = matrix_view<const double>{nullptr, 2, 3, 3};
     require_error_naming([&] { loss::policy_loss(null_x, t.G); }, "log_probs is null");

@@ -21,6 +21,25 @@
 
 namespace normkit::core {
 
+namespace detail {
+// The AVX-512 float exp below on x within [−150, 100] (or NaN).
+#if defined(__AVX512F__)
+[[gnu::always_inline]] inline __m512 exp_within(__m512 clamped) {
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(clamped, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), clamped);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+#endif
+}  // namespace detail
+
 // exp of 16 float lanes (AVX-512): Cephes' expf — n = round(x·log2 e), r = x − n·ln 2 in two
 // parts (Cody & Waite), e^r = 1 + r + r²·P(r) with P of degree 5 — and vscalefps for the 2ⁿ,
 // which also gives the overflow to +inf and the underflow to 0 that xsimd's exp spends compares,
@@ -31,18 +50,7 @@ template <class C>
 #if defined(__AVX512F__)
     if constexpr (std::is_same_v<C, float> && batch<C>::size == 16) {
         // min/max return their second operand when either is NaN: NaN passes through.
-        const __m512 clamped = _mm512_max_ps(_mm512_set1_ps(-150.0f), _mm512_min_ps(_mm512_set1_ps(100.0f), x));
-        const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(clamped, _mm512_set1_ps(1.44269504088896341f)),
-                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), clamped);
-        r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-        __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-        p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-        return _mm512_scalef_ps(p, n);
+        return detail::exp_within(_mm512_max_ps(_mm512_set1_ps(-150.0f), _mm512_min_ps(_mm512_set1_ps(100.0f), x)));
     }
 #endif
     if constexpr (std::is_same_v<C, double>) {
@@ -56,6 +64,16 @@ template <class C>
         return xsimd::select(is_number, xsimd::exp(xsimd::select(is_number, finite, batch<C>(0.0))), x);
     }
     return xsimd::exp(x);
+}
+
+// exp of x known to lie in [−100, 100] (or NaN), as a clamp before it leaves it (the KL estimators'
+// ±20): the bits of exp(x), without exp's own clamp to [−150, 100], a no-op there.
+template <class C>
+[[gnu::flatten]] inline batch<C> exp_in_range(const batch<C>& x) {
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<C, float> && batch<C>::size == 16) return detail::exp_within(x);
+#endif
+    return exp(x);
 }
 
 // exp for sums of exp(x − max): 9 instructions on 16 float lanes (AVX-512 with DQ), where exp

@@ -84,7 +84,7 @@ template <kl_estimator E, bool StraightThrough, class C>
         if (clamp) {
             const batch<C> limit(C(20)), cap(C(10));
             const batch<C> log_ratio = minimum(maximum(-d, -limit), limit);
-            const batch<C> ratio = core::exp(log_ratio);
+            const batch<C> ratio = core::exp_in_range(log_ratio);
             const batch<C> raw = ratio - log_ratio - C(1);
             value = minimum(maximum(raw, -cap), cap);
             // |d| ≤ 20 and |raw| ≤ 10 as "the clamp kept it": both false where the value is NaN.
@@ -98,9 +98,11 @@ template <kl_estimator E, bool StraightThrough, class C>
     }
     if constexpr (StraightThrough) gradient = d;
     // limit is +inf when absent: the clamp keeps every value, and |k| ≤ ∞ fails only where k is
-    // NaN, so the one compare left is k = k (same lanes, same bits).
+    // NaN, so the one compare left is k = k (same lanes, same bits), which k3's clamps have made
+    // already (`passes` is false where k is NaN).
     if (limit == std::numeric_limits<C>::infinity()) {
-        gradient = xsimd::select(value == value, gradient, batch<C>(C(0)));
+        if (!(E == kl_estimator::k3 && !StraightThrough && clamp))
+            gradient = xsimd::select(value == value, gradient, batch<C>(C(0)));
         return;
     }
     const batch<C> cap(limit);

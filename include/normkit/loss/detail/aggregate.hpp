@@ -76,6 +76,15 @@ std::array<core::compute_t<T>, 2> mask_row_stats(const T* mask, index_type n, ma
     });
 }
 
+// The mask values the rule rejects, over every row (an error message's count).
+template <class T>
+double rejected_mask_values(const matrix_view<const T>& mask, mask_rule rule) {
+    double rejected = 0;
+    for (index_type row = 0; row < mask.rows; ++row)
+        rejected += static_cast<double>(mask_row_stats(mask.row(row), mask.cols, rule)[1]);
+    return rejected;
+}
+
 // The batch quantities a_i is built from, and a_i itself.
 struct aggregation_plan {
     aggregation_options options;

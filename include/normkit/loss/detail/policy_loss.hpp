@@ -80,8 +80,8 @@ template <class C>
 struct policy_row {
     core::batch<C> a, entropy_scale;  // a_i and −c_H·a_i
     // Parentheses, not braces: a braced batch is xsimd's lane-by-lane initializer list.
-    core::batch<C> policy = core::batch<C>(C(0)), kl = core::batch<C>(C(0)), entropy = core::batch<C>(C(0)),
-                   bad = core::batch<C>(C(0));
+    core::batch<C> policy = core::batch<C>(C(0)), kl = core::batch<C>(C(0)), entropy = core::batch<C>(C(0));
+    core::batch_mask<C> bad = core::batch_mask<C>(false);  // lanes where some mask value was rejected
 };
 
 // The compute-type chunks of the inputs at one offset of a row, and the gradient rows there.
@@ -183,7 +183,7 @@ template <class V, class T, class C = core::compute_t<T>>
     if (chunk.entropy_gradient)
         core::store(chunk.entropy_gradient + i, xsimd::select(selected, row.entropy_scale * mv, zero), c);
     core::add_where(row.policy, selected, mv * ell);
-    core::add_where(row.bad, bad, one);
+    row.bad = row.bad | bad;
 }
 
 // One chunk of n tokens at `offset` of a row.
@@ -230,7 +230,8 @@ template <class V, class T, class C = core::compute_t<T>>
 }
 
 // Per row, partial[] gets: the three aggregated terms (×a_i), the metrics (clipped, lower, x_old − x,
-// tokens), the row's sequence count, and the mask values the rule rejects.
+// tokens), the row's sequence count, and 1 if the rule rejects some mask value of the row (the step
+// ORs a lane mask, which holds no register of sums; the error path counts the values for its message).
 inline constexpr index_type policy_sums_width = 9;
 
 // total += a·sum as one fma, so that no compiler's choice of contraction decides the last bit of a
@@ -246,7 +247,7 @@ void add_row_sums(const policy_row<C>& row, const surrogate_sums<C>& metrics, C 
     add_scaled(partial[2], scale, static_cast<double>(core::horizontal_sum(row.entropy)));
     add_surrogate_sums(metrics, partial + 3);
     partial[7] += core::horizontal_sum(metrics.tokens) > 0 ? 1.0 : 0.0;
-    partial[8] += static_cast<double>(core::horizontal_sum(row.bad));
+    partial[8] += xsimd::any(row.bad) ? 1.0 : 0.0;
 }
 
 // One row: a_i, the sequence state, the chunks, the sums.
@@ -402,7 +403,8 @@ policy_loss_result policy_loss(const policy_inputs<T>& inputs, matrix_view<T> gr
         value_limit<C>(options.kl)};
     const double* totals = run_policy_loss(pass);
     const policy_loss_result result = policy_loss_totals(totals, options, rows);
-    check_after_pass(pass.plan, totals[6], result.sequence_count, totals[8]);
+    check_after_pass(pass.plan, totals[6], result.sequence_count,
+                     totals[8] > 0 ? rejected_mask_values(inputs.mask, options.aggregation.mask_values) : 0.0);
     return result;
 }
 

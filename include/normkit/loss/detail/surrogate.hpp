@@ -452,8 +452,10 @@ struct surrogate_sums {
     [[gnu::always_inline]] void add(const token_terms<C>& terms, const core::batch<C>& mask,
                                     const core::batch_mask<C>& selected) {
         add_unclipped(terms, mask, selected);
-        core::add_where(clipped, selected & terms.clipped, mask);
-        core::add_where(clipped_lower, selected & terms.clipped_lower, mask);
+        // Where a flag is set the mask is added, selected or not: an unselected lane's mask is ±0, which
+        // leaves a sum that starts at +0 as it is (core::add_where), so no AND with `selected`.
+        core::add_where(clipped, terms.clipped, mask);
+        core::add_where(clipped_lower, terms.clipped_lower, mask);
     }
     // add for a surrogate that leaves both clip flags false (sets_clip_flags): their sums stay 0.
     [[gnu::always_inline]] void add_unclipped(const token_terms<C>& terms, const core::batch<C>& mask,
