@@ -109,7 +109,7 @@ inline index_type cort_normalize(cort_row& row, double low, double high) {
             const auto is_free = core::load(free + j, count) != zero;
             const cort_batch v = core::load(w + j, count) * scale;
             const auto pin = is_free & (down ? v <= bound_batch : v >= bound_batch);
-            const auto keep = is_free & !pin;
+            const auto keep = is_free & ~pin;
             core::store(w + j, xsimd::select(pin, bound_batch, xsimd::select(keep, v, core::load(w + j, count))),
                         count);
             core::store(free + j, xsimd::select(keep, one, zero), count);
@@ -155,7 +155,7 @@ index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const 
     const double ramp = smoothstep_ramp(options.step, options.ramp_start, options.ramp_end);
     // Rows are swept in batches of doubles (core/convert.hpp's converting loads and stores, the
     // row's last width<double> − 1 tokens one by one): the loops' selects are what the compiler
-    // will not make of branches on the mask. A token is valid where !(m == 0), as is_valid says
+    // will not make of branches on the mask. A token is valid where ~(m == 0), as is_valid says
     // (xsimd's != is the ordered compare, false for a NaN mask value).
     const index_type cols = mask.cols;
     const index_type full = cols - cols % cort_lanes;
@@ -170,7 +170,7 @@ index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const 
         auto bad = zero != zero;
         for (index_type t = 0; t < full; t += cort_lanes) {
             const cort_batch c = core::load_as_double(r + t) - core::load_as_double(f + t);
-            bad = bad | ((!(core::load_as_double(m + t) == zero)) & xsimd::isnan(c));
+            bad = bad | (~(core::load_as_double(m + t) == zero) & xsimd::isnan(c));
         }
         bool any = xsimd::any(bad);
         for (index_type t = full; t < cols; ++t) any = any || (is_valid(m[t]) && std::isnan(contrast_of(r, f, t)));
@@ -189,7 +189,7 @@ index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const 
         // before the mapping, never mapped and multiplied away.
         cort_batch count(0.0);
         for (index_type t = 0; t < full; t += cort_lanes) {
-            const auto in = !(core::load_as_double(m + t) == zero);
+            const auto in = ~(core::load_as_double(m + t) == zero);
             const cort_batch c = xsimd::select(in, core::load_as_double(r + t) - core::load_as_double(f + t), zero);
             core::store_from_double(valid + t, xsimd::select(in, one, zero));
             core::store_from_double(w + t, xsimd::select(in, cort_map(c, options), zero));

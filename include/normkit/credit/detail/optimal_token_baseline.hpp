@@ -68,7 +68,7 @@ token_sums otb_sums(matrix_view<const T> rewards, matrix_view<const T> mask, mat
         const batch zero(0.0), one(1.0), two(2.0);
         batch count(0.0);
         for (index_type t = 0; t < full; t += lanes) {
-            const auto valid = !(core::load_as_double(mk + t) == zero);
+            const auto valid = ~(core::load_as_double(mk + t) == zero);
             const batch pi = core::exp(xsimd::select(valid, core::load_as_double(lp + t), zero));
             core::store_from_double(m + t, xsimd::select(valid, one, zero));
             core::store_from_double(w + t, one - two * pi + xsimd::select(valid, core::load_as_double(sp + t), zero));

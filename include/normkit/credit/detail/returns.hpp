@@ -114,7 +114,7 @@ void gae_lanes(const matrix_view<const T>& rewards, const matrix_view<const T>& 
         // discount_through, with r and V read as m·r and m·V: 0 where masked); carry leaves V_next
         // and A unchanged across a masked t and stores 0 there. Valid is m ≠ 0, NaN included (is_valid).
         for (index_type c = columns - 1; c >= 0; --c) {
-            const auto inside = !(D::load_aligned(valid[c]) == zero);
+            const auto inside = ~(D::load_aligned(valid[c]) == zero);
             const D v = xsimd::select(inside, D::load_aligned(value[c]), zero);
             const D delta = core::fma(g, next, xsimd::select(inside, D::load_aligned(reward[c]), zero)) - v;
             D advantage;

@@ -120,9 +120,9 @@ inline double_batch z_scores(const double_batch& x, const double_batch& mean, co
     return xsimd::select(bad, double_batch(std::numeric_limits<double>::quiet_NaN()), z);
 }
 
-// NaN and ±inf: x − x is not 0. Written as !(… == 0) since xsimd's != is the ordered compare,
+// NaN and ±inf: x − x is not 0. Written as ~(… == 0) since xsimd's != is the ordered compare,
 // false where a lane is NaN.
-inline double_mask not_finite(const double_batch& x) { return !((x - x) == double_batch(0.0)); }
+inline double_mask not_finite(const double_batch& x) { return ~((x - x) == double_batch(0.0)); }
 
 // The scale of a set from its count and M2: √(M2/(count − ddof)) + ε (0 + ε when count ≤ ddof), or
 // 1 when the set is only centred.

@@ -71,7 +71,7 @@ std::array<core::compute_t<T>, 2> mask_row_stats(const T* mask, index_type n, ma
     const batch<C> zero(C(0)), one(C(1)), infinity(std::numeric_limits<C>::infinity());
     return core::sum_batches<2, C>(n, [&](index_type i, index_type count) {
         const auto m = core::load(mask + i, count);
-        const auto bad = rule == mask_rule::binary ? ((m != zero) & (m != one)) : !((m >= zero) & (m < infinity));
+        const auto bad = rule == mask_rule::binary ? ((m != zero) & (m != one)) : ~((m >= zero) & (m < infinity));
         return std::array<batch<C>, 2>{m, xsimd::select(bad, one, zero)};
     });
 }
@@ -193,7 +193,7 @@ std::array<C, 3> aggregate_chunk(const C* loss, const C* mask, index_type n, C a
     return core::sum_batches<3, C>(n, [&](index_type i, index_type count) {
         const auto mv = core::load(mask + i, count);
         const auto selected = mv != zero;
-        const auto bad = rule == mask_rule::binary ? (selected & (mv != one)) : !((mv >= zero) & (mv < infinity));
+        const auto bad = rule == mask_rule::binary ? (selected & (mv != one)) : ~((mv >= zero) & (mv < infinity));
         if (weights) (mv * a_b).store_aligned(weights + i);
         return std::array<batch<C>, 3>{xsimd::select(selected, mv * core::load(loss + i, count), zero), mv,
                                        xsimd::select(bad, one, zero)};

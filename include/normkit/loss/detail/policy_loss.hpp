@@ -166,7 +166,7 @@ template <class V, class T, class C = core::compute_t<T>>
     const batch<C> zero(C(0)), one(C(1)), infinity(std::numeric_limits<C>::infinity());
     const auto mv = core::load(chunk.mask + i, c);
     const auto selected = mv != zero;
-    const auto bad = k.binary ? (selected & (mv != one)) : !((mv >= zero) & (mv < infinity));
+    const auto bad = k.binary ? (selected & (mv != one)) : ~((mv >= zero) & (mv < infinity));
     batch<C> ell, g;
     surrogate_step<V>(k, chunk, buffers, i, c, mv, selected, state, metrics, ell, g);
     // kl_cov and clip_cov, the modes with a selection, are never fused.

@@ -205,7 +205,7 @@ template <surrogate_mode M, class C>
     const batch<C> v = xsimd::select(valid, one, zero);
     out.loss = -a * truncated * x * v;
     out.derivative = -a * truncated * v;
-    out.clipped = !valid;
+    out.clipped = ~valid;
     out.clipped_lower = valid & (r > dual);
 }
 
@@ -254,7 +254,7 @@ template <surrogate_mode M, class C>
         const batch<C> cap = -a * batch<C>(p.dual);
         const auto lower = (a < zero) & (out.loss > cap);
         out.loss = xsimd::select(lower, cap, out.loss);
-        out.derivative = xsimd::select(lower | !passes, zero, out.derivative);
+        out.derivative = xsimd::select(lower | ~passes, zero, out.derivative);
         out.clipped_lower = lower;
     } else if constexpr (M == surrogate_mode::cispo_clip || M == surrogate_mode::cispo_cap) {
         const batch<C> r = core::exp(d);
