@@ -542,22 +542,26 @@ private:
     template <bool masked>
     bool record_runs_in(core::id_runs& runs, std::vector<std::int64_t>& run_ids) {
         const index_type start = runs.begin();
-        index_type bounds[core::id_runs::slots + 1];
-        core::shifted_sums sums[core::id_runs::most];
-        plan plans[core::id_runs::most];
+        // A block is the runs left over from the last (fewer than `lanes`) and the ones next() finds.
+        constexpr index_type most = core::id_runs::most + lanes;
+        index_type bounds[core::id_runs::slots + lanes + 1];
+        core::shifted_sums sums[most];
+        plan plans[most];
+        index_type left = 0;  // runs found but not taken by the last block, at bounds[1 ..]
+        bounds[0] = runs.begin();
         for (;;) {
-            bounds[0] = runs.begin();
-            index_type found = runs.next(bounds + 1);
+            index_type found = left + runs.next(bounds + 1 + left);
             if (found == 0) break;
+            left = 0;
             if (lane_sums<masked> && found > lanes && !runs.done()) {  // runs past whole lanes: the next block's
-                found -= found % lanes;
-                runs.restart(bounds[found]);
+                left = found % lanes;
+                found -= left;
             }
             const std::size_t known = run_ids.size();
             run_ids.resize(known + static_cast<std::size_t>(found));  // capacity kept across calls: no allocation
             for (index_type k = 0; k < found; ++k) run_ids[known + static_cast<std::size_t>(k)] = runs.id(bounds[k]);
             run_sums<masked>(bounds, found, sums);
-            bool checked[core::id_runs::most];
+            bool checked[most];
             for (index_type k = 0; k < found; ++k) {
                 checked[k] = masked || !(std::isfinite(sums[k].sum) && std::isfinite(sums[k].square));
                 if (checked[k] && !masked) sums[k] = run_sum<true>(bounds[k], bounds[k + 1]);
@@ -581,8 +585,9 @@ private:
                 if (p.zeroed != 0)
                     for (index_type i = begin; i < end; ++i) exclude_from_whitening(i);
             }
-            const auto covered = runs.begin() - start, seen = static_cast<index_type>(run_ids.size());
+            const auto covered = bounds[found] - start, seen = static_cast<index_type>(run_ids.size());
             if (!runs.ascending() && covered < 2 * seen) return false;
+            std::copy(bounds + found, bounds + found + left + 1, bounds);  // the next block starts at run `found`
         }
         return true;
     }
