@@ -38,6 +38,28 @@ namespace detail {
     return _mm512_scalef_ps(p, n);
 }
 #endif
+// xsimd's double exp, to the bit, on x in [−750, 710]: its reduction, polynomial and finish, and its
+// ldexp by 2^k = bits((k + 1023) << 52), with that integer made from k's double without xsimd's
+// double → int64 conversion, which without AVX-512 DQ converts lane by lane in scalar code: k + 1.5·2⁵²
+// holds k in its low mantissa bits (|k| < 2⁵¹), adding 1023 to those bits and shifting them up by 52
+// gives the same exponent field (the high bits shift out).
+inline batch<double> exp_double(const batch<double>& x) {
+#if defined(__AVX512DQ__)
+    return xsimd::exp(x);
+#else
+    using B = batch<double>;
+    using reducer = xsimd::kernel::detail::exp_reduction<double, typename B::arch_type, xsimd::kernel::detail::exp_tag>;
+    B hi, lo, r;
+    const B k = reducer::reduce(x, hi, lo, r);
+    const B c = reducer::finalize(r, reducer::approx(r), hi, lo);
+    using I = xsimd::batch<std::int64_t>;
+    const I bits = xsimd::bitwise_cast<I>(k + B(6755399441055744.0));  // 1.5·2⁵²
+    const B scale = xsimd::bitwise_cast<B>((bits + I(1023)) << 52);
+    const B value = xsimd::select(x <= reducer::minlog(), B(0.0), c * scale);
+    return xsimd::select(x >= reducer::maxlog(), B(std::numeric_limits<double>::infinity()), value);
+#endif
+}
+
 }  // namespace detail
 
 // exp of 16 float lanes (AVX-512): Cephes' expf — n = round(x·log2 e), r = x − n·ln 2 in two
@@ -61,7 +83,7 @@ template <class C>
         // back by the last select (masked log-probs, −inf logits: tests/fuzz/FINDINGS.md F5, F7).
         const auto finite = xsimd::max(batch<C>(-750.0), xsimd::min(batch<C>(710.0), x));
         const auto is_number = x == x;
-        return xsimd::select(is_number, xsimd::exp(xsimd::select(is_number, finite, batch<C>(0.0))), x);
+        return xsimd::select(is_number, detail::exp_double(xsimd::select(is_number, finite, batch<C>(0.0))), x);
     }
     return xsimd::exp(x);
 }
