@@ -1,6 +1,7 @@
 // Element-wise math on batches: exp, tanh, erf, pow, max and min, each
 // flattened (everything it calls inlined into it). They are xsimd's, except
-// where a cheaper float form is said below.
+// where a cheaper float form is said below, and double exp's 2^k without
+// AVX-512 DQ (the same bits, detail::exp_double).
 //
 // Why a wrapper: GCC 12 at -march with AVX-512 reports the unmasked AVX-512
 // intrinsics inside xsimd's math (their _mm512_undefined_* operand) as reads of
