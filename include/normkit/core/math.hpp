@@ -89,8 +89,8 @@ template <class C>
     return xsimd::exp(x);
 }
 
-// exp of x known to lie in [−100, 100] (or NaN), as a clamp before it leaves it (the KL estimators'
-// ±20): the bits of exp(x), without exp's own clamp to [−150, 100], a no-op there.
+// exp of x already within [−100, 100] (or NaN), as after the KL estimators' clamp to ±20: the bits
+// of exp(x), without exp's own clamp to [−150, 100], which changes nothing there.
 template <class C>
 [[gnu::flatten]] inline batch<C> exp_in_range(const batch<C>& x) {
 #if defined(__AVX512F__)
