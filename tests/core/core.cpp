@@ -228,24 +228,27 @@ TEMPLATE_TEST_CASE("partial loads zero the missing lanes and partial stores writ
         }
 }
 
-// The run-time half of core/tuning.hpp reads the vendor the kernel reports.
-TEST_CASE("the tuning's host vendor is the one /proc/cpuinfo names", "[core][tuning]") {
+// The run-time half of core/tuning.hpp reads the vendor and family the kernel reports.
+TEST_CASE("the tuning's host vendor and family are the ones /proc/cpuinfo names", "[core][tuning]") {
     std::ifstream info("/proc/cpuinfo");
     std::string line, vendor;
-    while (std::getline(info, line))
-        if (line.rfind("vendor_id", 0) == 0) {
-            vendor = line.substr(line.find(':') + 2);
-            break;
-        }
-    if (vendor.empty()) {
-        WARN("no vendor_id in /proc/cpuinfo: nothing to compare with");
+    int family = -1;
+    while (std::getline(info, line) && (vendor.empty() || family < 0)) {
+        if (vendor.empty() && line.rfind("vendor_id", 0) == 0) vendor = line.substr(line.find(':') + 2);
+        if (family < 0 && line.rfind("cpu family", 0) == 0) family = std::stoi(line.substr(line.find(':') + 2));
+    }
+    if (vendor.empty() || family < 0) {
+        WARN("no vendor_id or cpu family in /proc/cpuinfo: nothing to compare with");
         return;
     }
     const auto expected = vendor == "GenuineIntel"   ? core::tuning::vendor::intel
                           : vendor == "AuthenticAMD" ? core::tuning::vendor::amd
                                                      : core::tuning::vendor::other;
     CHECK(core::tuning::host_vendor() == expected);
-    CHECK(core::tuning::host().stream_pointwise == (expected != core::tuning::vendor::intel));
+    CHECK(core::tuning::host_family() == static_cast<unsigned>(family));
+    // DyT and Derf stream everywhere but on Intel and on AMD from Zen 5 (family 26) on.
+    const bool zen5_on = expected == core::tuning::vendor::amd && family >= 26;
+    CHECK(core::tuning::host().stream_pointwise == (expected != core::tuning::vendor::intel && !zen5_on));
 }
 
 // The vector narrowing to bf16 (with AVX512-BF16: vcvtneps2bf16, and the integer rounding for

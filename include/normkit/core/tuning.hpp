@@ -14,14 +14,16 @@
 //                           reciprocal and a Newton step instead of the
 //                           one divider (AVX-512's rcp14 only)
 //
-// Chosen at run time from the CPU's vendor (cpuid), where two hosts of one instruction set
-// disagree:
+// Chosen at run time from the CPU's vendor and family (cpuid), where two hosts of one instruction
+// set disagree:
 //
-//   choice                  what it trades                                  Intel        AMD, other
-//   stream_pointwise        DyT and Derf stream at the default threshold    no           yes
+//   choice                  what it trades                                  Intel   AMD to Zen 4   Zen 5 on   other
+//   stream_pointwise        DyT and Derf stream at the default threshold    no      yes            no         yes
 //                           (their arithmetic, not the write bandwidth
-//                           streaming saves, bounds them on the Intel host;
-//                           on Zen 4 streaming still gains)
+//                           streaming saves, bounds them on the Intel host
+//                           and on Zen 5; on Zen 4 streaming still gains)
+//
+// Zen 5 is cpuid family 26 (0x1A); Zen 4 is 25.
 //
 // Row pairing beyond the cache (core::stream_row_pairs) is taken by every build that streams.
 // Measured on an Intel AVX-512 host and an AMD Zen 4 host (AVX-512 on 256-bit units), where the
@@ -85,10 +87,28 @@ inline vendor host_vendor() {
     return found;
 }
 
+// cpuid leaf 1's family (base plus extended, as the kernel's "cpu family" reports it), read once; 0 unknown.
+inline unsigned host_family() {
+    static const unsigned found = [] {
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        if (__get_cpuid(1, &a, &b, &c, &d)) {
+            const unsigned base = (a >> 8) & 0xf;
+            return base == 0xf ? base + ((a >> 20) & 0xff) : base;
+        }
+#endif
+        return 0u;
+    }();
+    return found;
+}
+
 struct host_choices {
     bool stream_pointwise;
 };
 
-inline host_choices host() { return {host_vendor() != vendor::intel}; }
+inline host_choices host() {
+    const vendor v = host_vendor();
+    return {v != vendor::intel && !(v == vendor::amd && host_family() >= 26)};
+}
 
 }  // namespace normkit::core::tuning

@@ -35,8 +35,8 @@
 //   and NaN dα, ds and dγ of its column.
 // - An output beyond the cache (larger than stream_above_bytes) is written with
 //   streaming stores where that gains on the host: at the default threshold, AMD
-//   hosts stream and Intel hosts do not (core/tuning.hpp, stream_pointwise); any
-//   other threshold is taken as given. The bits are the same either way.
+//   hosts up to Zen 4 stream, Intel hosts and Zen 5 do not (core/tuning.hpp,
+//   stream_pointwise); any other threshold is taken as given. The bits are the same either way.
 #pragma once
 
 #include "../core/execution.hpp"

@@ -39,8 +39,8 @@
 //   (0·∞). Every other element of y and dx is unaffected.
 // - An output beyond the cache (larger than stream_above_bytes) is written with
 //   streaming stores where that gains on the host: at the default threshold, AMD
-//   hosts stream and Intel hosts do not (core/tuning.hpp, stream_pointwise); any
-//   other threshold is taken as given. The bits are the same either way.
+//   hosts up to Zen 4 stream, Intel hosts and Zen 5 do not (core/tuning.hpp,
+//   stream_pointwise); any other threshold is taken as given. The bits are the same either way.
 #pragma once
 
 #include "../core/execution.hpp"
