@@ -1,6 +1,7 @@
 // The choices that depend on the host rather than on the arithmetic, in one table. No choice
 // changes a result bit, only how fast it is reached. The measurements behind each row, and the
-// hosts they were taken on, are in docs/performance.md ("Per-host tuning").
+// hosts they were taken on, are in docs/performance.md ("The measurements behind the tuning
+// choices in core and the kernels", and the section of each host).
 //
 // Chosen at build time from the instruction set the compiler targets (-march):
 //
