@@ -217,9 +217,6 @@ public:
     index_type begin() const { return begin_; }  // where the next block's first run starts
     index_type end() const { return end_; }      // where the share's last run ends
     bool done() const { return begin_ >= end_; }
-    // Takes the next block from `run_start`, a start of a run the last block found (a caller that keeps
-    // only part of a block).
-    void restart(index_type run_start) { begin_ = run_start; }
     std::int64_t id(index_type i) const { return ids64_ ? ids64_[i] : ids32_[i]; }
 
     // The next block of runs: ends[k] (ends has `slots` slots) is the end of the block's run k, which
