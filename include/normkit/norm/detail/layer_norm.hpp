@@ -18,9 +18,13 @@ namespace normkit::norm::detail {
 template <class T, bool has_weight, bool has_bias, class P>
 struct layer_norm_method {
     using C = core::compute_t<T>;
-    // x − μ is formed as (x − c) − δ: exact in the first step for |μ| ≫ σ.
+    // x − μ is formed as (x − c) − δ: exact in the first step for |μ| ≫ σ. Scalars, broadcast where
+    // used (out of the loops): core::stream_row_pairs copies the closure holding two affines for
+    // every piece it writes, and with six batches in it GCC made that copy a `rep movsq`, which on
+    // AMD Zen 5 sat behind the streaming stores in flight (by the profile): the AVX2 build ran
+    // beyond the cache at a third of memcpy's speed (docs/performance.md).
     struct affine {
-        core::batch<C> center, shift, scale;
+        C center, shift, scale;
     };
     static constexpr std::size_t pair_sums = 4;
     using lane = core::sum_t<T>;  // d = x − c formed in W (core/reduce.hpp)
@@ -37,7 +41,7 @@ struct layer_norm_method {
         const C r = static_cast<C>(W(1) / std::sqrt(m.variance + eps));
         if (!saved_mean.empty()) saved_mean[row] = static_cast<statistic_t<T>>(m.mean);
         if (!saved_rstd.empty()) saved_rstd[row] = r;
-        return affine{core::batch<C>(m.center), core::batch<C>(static_cast<C>(m.shift)), core::batch<C>(r)};
+        return affine{m.center, static_cast<C>(m.shift), r};
     }
     affine row(index_type row, const T* in) const { return affine_of(row, core::row_moments(in, n)); }
     auto pair_step(const T* first, const T* second) const { return core::two_rows_centered_step(first, second); }
@@ -50,7 +54,8 @@ struct layer_norm_method {
     core::batch<C> operator()(const T* in, const affine& a, index_type i, index_type count) const {
         // The affine step is an explicit fma, so no batch boundary can change how
         // the compiler contracts it (core::write_row may shift them).
-        const auto xhat = ((core::load(in + i, count) - a.center) - a.shift) * a.scale;
+        const core::batch<C> center(a.center), shift(a.shift), scale(a.scale);
+        const auto xhat = ((core::load(in + i, count) - center) - shift) * scale;
         if constexpr (has_weight && has_bias)
             return core::fma(xhat, core::load(gamma + i, count), core::load(beta + i, count));
         else if constexpr (has_weight)
