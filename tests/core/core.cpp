@@ -14,6 +14,10 @@
 #include <map>
 #include <string>
 #include <utility>
+#if defined(__unix__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -201,7 +205,7 @@ TEST_CASE("bf16 and fp16 conversion round to nearest even and keep NaN", "[core]
         CHECK(static_cast<float>(halves[i]) == static_cast<float>(static_cast<Eigen::half>(values[i])));
 }
 
-// A partial batch (core::load / core::store with count < lanes; masked moves with AVX-512, a
+// A partial batch (core::load / core::store with count < lanes; masked moves with AVX-512 and AVX, a
 // memcpy elsewhere): load reads the count elements and gives 0 in every other lane, store
 // writes the count elements and not one byte beyond them, for every count and storage type.
 TEMPLATE_TEST_CASE("partial loads zero the missing lanes and partial stores write only their lanes", "[core][simd]",
@@ -227,6 +231,37 @@ TEMPLATE_TEST_CASE("partial loads zero the missing lanes and partial stores writ
             }
         }
 }
+
+#if defined(__unix__)
+// A partial batch that ends where the memory does: the count elements just before a page the
+// process may not touch (PROT_NONE). The masked moves (AVX-512; vmaskmov in 4-byte words with
+// 256-bit batches, a 16-bit type's odd last element alone) must neither read nor write a byte
+// past the count: a wider access faults and ends the test.
+TEMPLATE_TEST_CASE("partial loads and stores at the end of mapped memory touch nothing beyond it", "[core][simd]",
+                   float, double, Eigen::bfloat16, Eigen::half) {
+    using C = core::compute_t<TestType>;
+    constexpr index_type lanes = core::width<C>;
+    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    void* mapped = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(mapped != MAP_FAILED);
+    REQUIRE(mprotect(static_cast<char*>(mapped) + page, page, PROT_NONE) == 0);
+    TestType* end = reinterpret_cast<TestType*>(static_cast<char*>(mapped) + page);
+    for (index_type i = 1; i <= 2 * lanes; ++i) end[-i] = static_cast<TestType>(static_cast<float>(i) * 0.25f);
+    for (index_type count = 1; count < lanes; ++count) {
+        INFO("count " << count);
+        alignas(64) C lanes_of[lanes];
+        core::load(end - count, count).store_aligned(lanes_of);
+        for (index_type lane = 0; lane < lanes; ++lane)
+            CHECK(lanes_of[lane] == (lane < count ? core::to_compute(end[lane - count]) : C(0)));
+        const TestType before = end[-count - 1];
+        core::store(end - count, core::load(end - 2 * lanes, lanes), count);
+        for (index_type lane = 0; lane < count; ++lane)
+            CHECK(core::to_compute(end[lane - count]) == core::to_compute(end[lane - 2 * lanes]));
+        CHECK(core::to_compute(end[-count - 1]) == core::to_compute(before));
+    }
+    munmap(mapped, 2 * page);
+}
+#endif
 
 // The run-time half of core/tuning.hpp reads the vendor and family the kernel reports.
 TEST_CASE("the tuning's host vendor and family are the ones /proc/cpuinfo names", "[core][tuning]") {
