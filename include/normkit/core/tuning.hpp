@@ -29,7 +29,8 @@
 // Row pairing beyond the cache (core::stream_row_pairs) is taken by every build that streams.
 // Measured on an Intel AVX-512 host and an AMD Zen 4 host (AVX-512 on 256-bit units), where the
 // build-time rows were found right for both; on an AMD Zen 5 host (512-bit units) the streamed
-// row forwards beyond the cache run at memcpy's speed with the same rows. The AVX2 and SSE2
+// row forwards beyond the cache run at about memcpy's speed with the same rows, in the AVX-512
+// and the AVX2 builds. The AVX2 and SSE2
 // columns are the AVX-512 values, checked by the AVX2 build of bench/ (scripts/bench), which
 // compares each kernel with its yardstick so that a host where a row loses shows it in one run.
 #pragma once

@@ -21,8 +21,7 @@ struct layer_norm_method {
     // x − μ is formed as (x − c) − δ: exact in the first step for |μ| ≫ σ. Scalars, broadcast where
     // used (out of the loops): core::stream_row_pairs copies the closure holding two affines for
     // every piece it writes, and with six batches in it GCC made that copy a `rep movsq`, which on
-    // AMD Zen 5 sat behind the streaming stores in flight (by the profile): the AVX2 build ran
-    // beyond the cache at a third of memcpy's speed (docs/performance.md).
+    // AMD Zen 5 sat behind the streaming stores in flight (by the profile; docs/performance.md).
     struct affine {
         C center, shift, scale;
     };
