@@ -129,6 +129,50 @@ void layer_norm_forward(matrix_view<const T> x, vector_view<const T> weight, vec
         !weight.empty(), !bias.empty(), streaming);
 }
 
+// One row of LayerNorm's backward, g = γ⊙dy, d = x − μ_saved, δ = mean(d) (the rounding of the
+// saved mean), x̂ = (d − δ)·r:
+//   dx = r·(g − x̂·mean(g⊙x̂) − mean(g)),  mean(g⊙x̂) = r·(Σg·d − δ·Σg)/n
+//   partial[0, n) += dy⊙x̂,  partial[n, 2n) += dy
+// Every value the loops use is a parameter, not a closure's member: an intrinsic store may alias
+// anything, and GCC reloaded captured pointers and broadcast constants from memory after each one.
+template <bool has_weight, bool has_dx, bool has_parameter_gradients, class T, class C, class S>
+[[gnu::always_inline]] inline void layer_norm_backward_row(const T* in, const T* upstream, const T* gamma, C saved_mean,
+                                                           C r, index_type n, T* out, S* partial) {
+    using W = core::sum_t<T>;
+    using core::batch;
+    const W count = static_cast<W>(n);
+    const batch<C> mean(saved_mean);
+    const auto g_at = [upstream, gamma](index_type i, index_type c) {
+        auto g = core::load(upstream + i, c);
+        if constexpr (has_weight) g *= core::load(gamma + i, c);
+        return g;
+    };
+    // Σg, Σg·d, Σd in W (zero-filled tails keep g = 0 there).
+    const auto sums = core::accumulate_batches<3, C, W>(n, [&](index_type i, index_type c, std::array<batch<W>, 3>& s) {
+        const auto d = core::keep_lanes(core::load(in + i, c) - mean, c);
+        const auto g = g_at(i, c);
+        core::add_wide(s[0], g);
+        core::add_wide_product(s[1], g, d);
+        core::add_wide(s[2], d);
+    });
+    const W shift = sums[2] / count;
+    const batch<C> shift_b(static_cast<C>(shift)), r_b(r);
+    const batch<C> mean_g_b(static_cast<C>(sums[0] / count));
+    const batch<C> mean_g_xhat_b(static_cast<C>(r * (sums[1] - shift * sums[0]) / count));
+    // Explicit fmas: no copy of this body contracts them differently. g = γ·dy enters only the
+    // fma's addend, where no compiler can fuse its product, and mean(g) is subtracted last: at
+    // n = 1, x̂ = 0 and g − mean(g) = 0 exactly. dy is loaded before dx is written: dx may be dy.
+    core::for_each_batch<C>(n, [=](index_type i, index_type c) {
+        const auto xhat = ((core::load(in + i, c) - mean) - shift_b) * r_b;
+        [[maybe_unused]] const auto upstream_b = core::load(upstream + i, c);
+        if constexpr (has_dx) core::store(out + i, r_b * (core::fnma(xhat, mean_g_xhat_b, g_at(i, c)) - mean_g_b), c);
+        if constexpr (has_parameter_gradients) {
+            core::store(partial + i, core::fma(upstream_b, xhat, core::load(partial + i, c)), c);
+            core::store(partial + n + i, core::load(partial + n + i, c) + upstream_b, c);
+        }
+    });
+}
+
 template <class T>
 void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_view<const T> weight,
                          matrix_view<T> dx, vector_view<statistic_t<T>> weight_gradient,
@@ -136,8 +180,6 @@ void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector
                          vector_view<const statistic_t<T>> saved_rstd, const layer_norm_options& options) {
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
-    using W = core::sum_t<T>;
-    using core::batch;
     core::require_weighted_backward("layer_norm_backward", dy, x, dx, weight, weight_gradient, saved_rstd);
     core::require_saved("layer_norm_backward", "mean", saved_mean, x.rows);
     core::require_parameter("bias_gradient", bias_gradient, x.cols);
@@ -147,7 +189,6 @@ void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector
                            "weight", weight, "weight_gradient", weight_gradient, "mean", saved_mean, "rstd",
                            saved_rstd);
     const index_type n = x.cols;
-    const W count = static_cast<W>(n);
     const bool want_weight_gradient = !weight_gradient.empty(), want_bias_gradient = !bias_gradient.empty();
     // Partials hold dγ in [0, n) and dβ in [n, 2n).
     const index_type partial_width = (want_weight_gradient || want_bias_gradient) ? 2 * n : 0;
@@ -155,42 +196,10 @@ void layer_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector
         [&](auto has_weight, auto has_dx, auto has_parameter_gradients) {
             return core::backward_rows<S>(
                 x, dy, partial_width, options.threads, [&](index_type row, const T* in, const T* upstream, S* partial) {
-                    const C r = static_cast<C>(saved_rstd[row]);
-                    const batch<C> mean(static_cast<C>(saved_mean[row]));
-                    const auto g_at = [&](index_type i, index_type c) {
-                        auto g = core::load(upstream + i, c);
-                        if constexpr (has_weight) g *= core::load(weight.data + i, c);
-                        return g;
-                    };
-                    // Σg, Σg·d, Σd in W, d = x − μ_saved (zero-filled tails keep g = 0 there).
-                    const auto sums_of_row = core::accumulate_batches<3, C, W>(
-                        n, [&](index_type i, index_type c, std::array<batch<W>, 3>& s) {
-                            const auto d = core::keep_lanes(core::load(in + i, c) - mean, c);
-                            const auto g = g_at(i, c);
-                            core::add_wide(s[0], g);
-                            core::add_wide_product(s[1], g, d);
-                            core::add_wide(s[2], d);
-                        });
-                    // δ = mean(d) repairs the rounding of the saved mean; mean(g⊙x̂) = r·(Σg·d − δ·Σg)/n.
-                    const W shift = sums_of_row[2] / count;
-                    const batch<C> shift_b(static_cast<C>(shift)), r_b(r);
-                    const batch<C> mean_g_b(static_cast<C>(sums_of_row[0] / count));
-                    const batch<C> mean_g_xhat_b(static_cast<C>(r * (sums_of_row[1] - shift * sums_of_row[0]) / count));
-                    T* out = has_dx ? dx.row(row) : nullptr;
-                    // Explicit fmas: no copy of this body contracts them differently. g = γ·dy
-                    // enters only the fma's addend, where no compiler can fuse its product, and
-                    // mean(g) is subtracted last: at n = 1, x̂ = 0 and g − mean(g) = 0 exactly.
-                    // dy is loaded before dx is written: dx may be dy itself.
-                    core::for_each_batch<C>(n, [&](index_type i, index_type c) {
-                        const auto xhat = ((core::load(in + i, c) - mean) - shift_b) * r_b;
-                        [[maybe_unused]] const auto upstream_b = core::load(upstream + i, c);
-                        if constexpr (has_dx)
-                            core::store(out + i, r_b * (core::fnma(xhat, mean_g_xhat_b, g_at(i, c)) - mean_g_b), c);
-                        if constexpr (has_parameter_gradients) {
-                            core::store(partial + i, core::fma(upstream_b, xhat, core::load(partial + i, c)), c);
-                            core::store(partial + n + i, core::load(partial + n + i, c) + upstream_b, c);
-                        }
-                    });
+                    layer_norm_backward_row<decltype(has_weight)::value, decltype(has_dx)::value,
+                                            decltype(has_parameter_gradients)::value>(
+                        in, upstream, weight.data, static_cast<C>(saved_mean[row]), static_cast<C>(saved_rstd[row]), n,
+                        has_dx ? dx.row(row) : nullptr, partial);
                 });
         },
         !weight.empty(), !dx.empty(), partial_width > 0);

@@ -100,6 +100,56 @@ void rms_norm_forward(matrix_view<const T> x, vector_view<const T> weight, matri
         !weight.empty(), round_normalized, streaming);
 }
 
+// One row of RMSNorm's backward, g = w_eff⊙dy (w_eff = w + one):
+//   dx = r·(g − x̂·m),  m = mean(g⊙x̂) = r·Σg·x/n,  partial += dy⊙x̂
+// Every value the loops use is a parameter, not a closure's member: an intrinsic store may alias
+// anything, and GCC reloaded captured pointers and broadcast constants from memory after each one.
+template <bool has_weight, bool has_dx, bool has_weight_gradient, class T, class C, class S>
+[[gnu::always_inline]] inline void rms_norm_backward_row(const T* in, const T* upstream, const T* w, core::batch<C> one,
+                                                         C r, index_type n, T* out, S* partial) {
+    using W = core::sum_t<T>;
+    using core::batch;
+    const batch<C> r_b(r);
+    const auto g_at = [upstream, w, one](index_type i, index_type c) {
+        auto g = core::load(upstream + i, c);
+        if constexpr (has_weight) g *= core::load(w + i, c) + one;
+        return g;
+    };
+    // dw += dy⊙x̂, one explicit fma (no copy of this body contracts it differently), from the
+    // dy batch loaded before dx is written (dx may be dy itself).
+    const auto add_weight_gradient = [partial]([[maybe_unused]] index_type i, [[maybe_unused]] index_type c,
+                                               [[maybe_unused]] const batch<C>& dy_b,
+                                               [[maybe_unused]] const batch<C>& xhat) {
+        if constexpr (has_weight_gradient)
+            core::store(partial + i, core::fma(dy_b, xhat, core::load(partial + i, c)), c);
+    };
+    if constexpr (has_dx) {
+        W sum_gx = core::accumulate_batches<1, C, W>(n, [&](index_type i, index_type c, std::array<batch<W>, 1>& s) {
+            core::add_wide_product(s[0], g_at(i, c), core::load(in + i, c));
+        })[0];
+        // Σg·x can overflow W where Σg·x̂ does not (a huge x with a huge weight, bf16's float
+        // sums): then the sum is taken again over x̂ = x·r, and r is not applied twice.
+        W scale = r;
+        if (!std::isfinite(sum_gx)) {
+            sum_gx = core::accumulate_batches<1, C, W>(n, [&](index_type i, index_type c, std::array<batch<W>, 1>& s) {
+                core::add_wide_product(s[0], g_at(i, c), core::load(in + i, c) * r_b);
+            })[0];
+            scale = 1;
+        }
+        const batch<C> mean_g_xhat(static_cast<C>(scale * sum_gx / static_cast<W>(n)));
+        core::for_each_batch<C>(n, [=](index_type i, index_type c) {
+            const auto xhat = core::load(in + i, c) * r_b;
+            const auto dy_b = core::load(upstream + i, c);
+            core::store(out + i, r_b * core::fnma(xhat, mean_g_xhat, g_at(i, c)), c);
+            add_weight_gradient(i, c, dy_b, xhat);
+        });
+    } else if constexpr (has_weight_gradient) {
+        core::for_each_batch<C>(n, [=](index_type i, index_type c) {
+            add_weight_gradient(i, c, core::load(upstream + i, c), core::load(in + i, c) * r_b);
+        });
+    }
+}
+
 template <class T>
 void rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_view<const T> weight, matrix_view<T> dx,
                        vector_view<statistic_t<T>> weight_gradient, vector_view<const statistic_t<T>> saved_rstd,
@@ -107,60 +157,18 @@ void rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> x, vector_v
     core::require_weighted_backward("rms_norm_backward", dy, x, dx, weight, weight_gradient, saved_rstd);
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
-    using W = core::sum_t<T>;
-    using core::batch;
     const index_type n = x.cols;
-    const batch<C> one(C(options.offset ? 1 : 0));
+    const core::batch<C> one(C(options.offset ? 1 : 0));
     const index_type partial_width = weight_gradient.empty() ? 0 : n;
 
     const auto* sums = core::with_flags(
         [&](auto has_weight, auto has_dx, auto has_weight_gradient) {
             return core::backward_rows<S>(
                 x, dy, partial_width, options.threads, [&](index_type row, const T* in, const T* upstream, S* partial) {
-                    const C r = static_cast<C>(saved_rstd[row]);
-                    const auto g_at = [&](index_type i, index_type c) {
-                        auto g = core::load(upstream + i, c);
-                        if constexpr (has_weight) g *= core::load(weight.data + i, c) + one;
-                        return g;
-                    };
-                    const batch<C> r_b(r);
-                    // dw += dy⊙x̂, one explicit fma (no copy of this body contracts it differently),
-                    // from the dy batch loaded before dx is written (dx may be dy itself).
-                    const auto add_weight_gradient = [&]([[maybe_unused]] index_type i, [[maybe_unused]] index_type c,
-                                                         [[maybe_unused]] const batch<C>& dy_b,
-                                                         [[maybe_unused]] const batch<C>& xhat) {
-                        if constexpr (has_weight_gradient)
-                            core::store(partial + i, core::fma(dy_b, xhat, core::load(partial + i, c)), c);
-                    };
-                    if constexpr (has_dx) {
-                        // mean(g⊙x̂) = r·Σg·x/n, the sum in W; the row is in cache for the second sweep.
-                        W sum_gx = core::accumulate_batches<1, C, W>(
-                            n, [&](index_type i, index_type c, std::array<batch<W>, 1>& s) {
-                                core::add_wide_product(s[0], g_at(i, c), core::load(in + i, c));
-                            })[0];
-                        // Σg·x can overflow W where Σg·x̂ does not (a huge x with a huge weight, bf16's
-                        // float sums): then the sum is taken again over x̂ = x·r, and r is not applied twice.
-                        W scale = r;
-                        if (!std::isfinite(sum_gx)) {
-                            sum_gx = core::accumulate_batches<1, C, W>(
-                                n, [&](index_type i, index_type c, std::array<batch<W>, 1>& s) {
-                                    core::add_wide_product(s[0], g_at(i, c), core::load(in + i, c) * r_b);
-                                })[0];
-                            scale = 1;
-                        }
-                        const batch<C> mean_g_xhat(static_cast<C>(scale * sum_gx / static_cast<W>(n)));
-                        T* out = dx.row(row);
-                        core::for_each_batch<C>(n, [&](index_type i, index_type c) {
-                            const auto xhat = core::load(in + i, c) * r_b;
-                            const auto dy_b = core::load(upstream + i, c);
-                            core::store(out + i, r_b * core::fnma(xhat, mean_g_xhat, g_at(i, c)), c);
-                            add_weight_gradient(i, c, dy_b, xhat);
-                        });
-                    } else if constexpr (has_weight_gradient) {
-                        core::for_each_batch<C>(n, [&](index_type i, index_type c) {
-                            add_weight_gradient(i, c, core::load(upstream + i, c), core::load(in + i, c) * r_b);
-                        });
-                    }
+                    rms_norm_backward_row<decltype(has_weight)::value, decltype(has_dx)::value,
+                                          decltype(has_weight_gradient)::value>(
+                        in, upstream, weight.data, one, static_cast<C>(saved_rstd[row]), n,
+                        has_dx ? dx.row(row) : nullptr, partial);
                 });
         },
         !weight.empty(), !dx.empty(), partial_width > 0);
