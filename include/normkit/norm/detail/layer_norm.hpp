@@ -142,7 +142,7 @@ template <bool has_weight, bool has_dx, bool has_parameter_gradients, class T, c
     using core::batch;
     const W count = static_cast<W>(n);
     const batch<C> mean(saved_mean);
-    const auto g_at = [upstream, gamma](index_type i, index_type c) {
+    const auto g_at = [=](index_type i, index_type c) {
         auto g = core::load(upstream + i, c);
         if constexpr (has_weight) g *= core::load(gamma + i, c);
         return g;

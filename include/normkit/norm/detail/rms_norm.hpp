@@ -110,16 +110,15 @@ template <bool has_weight, bool has_dx, bool has_weight_gradient, class T, class
     using W = core::sum_t<T>;
     using core::batch;
     const batch<C> r_b(r);
-    const auto g_at = [upstream, w, one](index_type i, index_type c) {
+    const auto g_at = [=](index_type i, index_type c) {
         auto g = core::load(upstream + i, c);
         if constexpr (has_weight) g *= core::load(w + i, c) + one;
         return g;
     };
     // dw += dy⊙x̂, one explicit fma (no copy of this body contracts it differently), from the
     // dy batch loaded before dx is written (dx may be dy itself).
-    const auto add_weight_gradient = [partial]([[maybe_unused]] index_type i, [[maybe_unused]] index_type c,
-                                               [[maybe_unused]] const batch<C>& dy_b,
-                                               [[maybe_unused]] const batch<C>& xhat) {
+    const auto add_weight_gradient = [=]([[maybe_unused]] index_type i, [[maybe_unused]] index_type c,
+                                         [[maybe_unused]] const batch<C>& dy_b, [[maybe_unused]] const batch<C>& xhat) {
         if constexpr (has_weight_gradient)
             core::store(partial + i, core::fma(dy_b, xhat, core::load(partial + i, c)), c);
     };
