@@ -168,5 +168,13 @@ TEST_CASE("rms_norm_backward takes Σg·x over x̂ when it overflows the sums' t
             CHECK(std::isfinite(static_cast<double>(dx[j])));
             CHECK(std::abs(static_cast<double>(dx[j]) - dx_ref[j]) <= 2e-2 * scale);
         }
+        // fused_add_rms_norm's backward takes the same row: with h = x and no incoming residual
+        // gradient, its dh is this dx, the fallback included.
+        std::vector<bf16> dh(n, bf16(0.0f));
+        std::vector<float> dw_fused(n);
+        norm::fused_add_rms_norm_backward(view(dy.data(), 1, n), view(x.data(), 1, n), w, view(dh.data(), 1, n),
+                                          dw_fused, rstd);
+        for (index_type j = 0; j < n; ++j) CHECK(static_cast<float>(dh[j]) == static_cast<float>(dx[j]));
+        CHECK(dw_fused == dw);
     }
 }

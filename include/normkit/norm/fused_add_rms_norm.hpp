@@ -25,7 +25,9 @@
 // - Memory (checked): output may be input itself (x is only read before y is
 //   written) or disjoint from it; residual and residual_gradient are updated in
 //   place and overlap no other argument; rstd and dw are disjoint from everything.
-// - NaN and ±inf: as rms_norm.hpp, of h = x + s.
+// - NaN and ±inf: as rms_norm.hpp, of h = x + s. The backward is rms_norm_backward's
+//   row with dh added onto d (one fma), so its range is the same: Σg⊙h, which can
+//   overflow where Σg⊙ĥ does not, is retaken over ĥ then.
 #pragma once
 
 #include "rms_norm.hpp"

@@ -68,8 +68,6 @@ void fused_add_rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> h
                                  vector_view<const statistic_t<T>> saved_rstd, const rms_norm_options& options) {
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
-    using W = core::sum_t<T>;
-    using core::batch;
     core::require_data("residual", h);
     core::require_all_like("residual", h, "output_gradient", dy, "residual_gradient", residual_gradient);
     core::require_saved("fused_add_rms_norm_backward", "rstd", saved_rstd, h.rows);
@@ -81,35 +79,17 @@ void fused_add_rms_norm_backward(matrix_view<const T> dy, matrix_view<const T> h
                            "residual_gradient", residual_gradient, "weight", weight, "rstd", saved_rstd);
     const index_type n = h.cols;
     if (n == 0) return;
-    const batch<C> one(C(options.offset ? 1 : 0));
+    const core::batch<C> one(C(options.offset ? 1 : 0));
     const index_type partial_width = weight_gradient.empty() ? 0 : n;
 
+    // dh = r·(g − ĥ·mean(g⊙ĥ)) + d: RMSNorm's backward row, added onto the residual gradient.
     const auto* sums = core::with_flags(
         [&](auto has_weight, auto has_weight_gradient) {
             return core::backward_rows<S>(
                 h, dy, partial_width, options.threads, [&](index_type row, const T* in, const T* upstream, S* partial) {
-                    T* stream = residual_gradient.row(row);
-                    const C r = static_cast<C>(saved_rstd[row]);
-                    const auto g_at = [&](index_type i, index_type c) {
-                        auto g = core::load(upstream + i, c);
-                        if constexpr (has_weight) g *= core::load(weight.data + i, c) + one;
-                        return g;
-                    };
-                    const W sum_gh = core::accumulate_batches<1, C, W>(
-                        n, [&](index_type i, index_type c, std::array<batch<W>, 1>& s) {
-                            core::add_wide_product(s[0], g_at(i, c), core::load(in + i, c));
-                        })[0];
-                    const batch<C> r_b(r), mean_g_hhat(static_cast<C>(r * sum_gh / static_cast<W>(n)));
-                    // Explicit fmas, as rms_norm_backward's: dh = r·(g − ĥ·mean(g⊙ĥ)) + d.
-                    core::for_each_batch<C>(n, [&](index_type i, index_type c) {
-                        const auto hhat = core::load(in + i, c) * r_b;
-                        core::store(
-                            stream + i,
-                            core::fma(r_b, core::fnma(hhat, mean_g_hhat, g_at(i, c)), core::load(stream + i, c)), c);
-                        if constexpr (has_weight_gradient)
-                            core::store(partial + i,
-                                        core::fma(core::load(upstream + i, c), hhat, core::load(partial + i, c)), c);
-                    });
+                    rms_norm_backward_row<decltype(has_weight)::value, true, decltype(has_weight_gradient)::value,
+                                          true>(in, upstream, weight.data, one, static_cast<C>(saved_rstd[row]), n,
+                                                residual_gradient.row(row), partial);
                 });
         },
         !weight.empty(), partial_width > 0);

@@ -102,9 +102,10 @@ void rms_norm_forward(matrix_view<const T> x, vector_view<const T> weight, matri
 
 // One row of RMSNorm's backward, g = w_eff⊙dy (w_eff = w + one):
 //   dx = r·(g − x̂·m),  m = mean(g⊙x̂) = r·Σg·x/n,  partial += dy⊙x̂
+// accumulate: dx = r·(g − x̂·m) + dx, one fma (fused_add_rms_norm's residual gradient stream).
 // Every value the loops use is a parameter, not a closure's member: an intrinsic store may alias
 // anything, and GCC reloaded captured pointers and broadcast constants from memory after each one.
-template <bool has_weight, bool has_dx, bool has_weight_gradient, class T, class C, class S>
+template <bool has_weight, bool has_dx, bool has_weight_gradient, bool accumulate = false, class T, class C, class S>
 [[gnu::always_inline]] inline void rms_norm_backward_row(const T* in, const T* upstream, const T* w, core::batch<C> one,
                                                          C r, index_type n, T* out, S* partial) {
     using W = core::sum_t<T>;
@@ -139,7 +140,11 @@ template <bool has_weight, bool has_dx, bool has_weight_gradient, class T, class
         core::for_each_batch<C>(n, [=](index_type i, index_type c) {
             const auto xhat = core::load(in + i, c) * r_b;
             const auto dy_b = core::load(upstream + i, c);
-            core::store(out + i, r_b * core::fnma(xhat, mean_g_xhat, g_at(i, c)), c);
+            const auto centered = core::fnma(xhat, mean_g_xhat, g_at(i, c));
+            if constexpr (accumulate)
+                core::store(out + i, core::fma(r_b, centered, core::load(out + i, c)), c);
+            else
+                core::store(out + i, r_b * centered, c);
             add_weight_gradient(i, c, dy_b, xhat);
         });
     } else if constexpr (has_weight_gradient) {
