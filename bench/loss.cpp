@@ -148,6 +148,7 @@ struct new_loss {
     const char* operation;
     int arrays;  // B × T arrays moved
     loss::policy_loss_options (*options)();
+    float (*yardstick)(policy_tensors& t);
 #ifdef NORMKIT_HAVE_TORCH
     torch::Tensor (*torch_loss)(const torch::Tensor& x, const torch::Tensor& old, const torch::Tensor& mask,
                                 const torch::Tensor& advantages, const torch::Tensor& weights, double tokens);
@@ -224,6 +225,31 @@ loss::policy_loss_options reinforce_options() { return loss::presets::verl_reinf
 loss::policy_loss_options kl_cov_options() { return loss::presets::verl_kl_cov(); }
 loss::policy_loss_options clip_cov_options() { return loss::presets::verl_clip_cov(); }
 
+// The yardsticks, over the same tensors (ref holds the IS weights).
+namespace yardstick = bench::yardstick;
+float dppo_yardstick(policy_tensors& t) {
+    return yardstick::dppo_tv(t.x.data(), t.old.data(), t.mask.data(), t.advantages.data(), t.gradient.data(), t.rows,
+                              t.cols, static_cast<float>(t.tokens));
+}
+float sapo_sequence_yardstick(policy_tensors& t) {
+    return yardstick::sapo_sequence(t.x.data(), t.old.data(), t.mask.data(), t.advantages.data(), t.gradient.data(),
+                                    t.rows, t.cols);
+}
+float vespo_yardstick(policy_tensors& t) {
+    return yardstick::vespo(t.x.data(), t.old.data(), t.mask.data(), t.advantages.data(), t.gradient.data(), t.rows,
+                            t.cols, static_cast<float>(t.tokens));
+}
+float reinforce_yardstick(policy_tensors& t) {
+    return yardstick::reinforce_is(t.x.data(), t.ref.data(), t.mask.data(), t.advantages.data(), t.gradient.data(),
+                                   t.rows, t.cols);
+}
+template <bool clip>
+float covariance_yardstick(policy_tensors& t) {
+    return yardstick::covariance_loss<clip>(t.x.data(), t.old.data(), t.mask.data(), t.selection.data(),
+                                            t.advantages.data(), t.gradient.data(), t.rows, t.cols,
+                                            static_cast<float>(t.tokens));
+}
+
 void register_new_losses(index_type rows, index_type cols) {
     const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
     auto holder = std::make_shared<std::shared_ptr<policy_tensors>>();
@@ -240,13 +266,19 @@ void register_new_losses(index_type rows, index_type cols) {
     };
     static const new_loss losses[] = {
 #ifdef NORMKIT_HAVE_TORCH
-        {"dppo_tv", 4, dppo_options, torch_dppo_tv}, {"sapo_sequence", 4, sapo_sequence_options, torch_sapo_sequence},
-        {"vespo", 4, vespo_options, torch_vespo},    {"reinforce_is", 5, reinforce_options, torch_reinforce_is},
-        {"kl_cov", 5, kl_cov_options, torch_kl_cov}, {"clip_cov", 5, clip_cov_options, torch_clip_cov},
+        {"dppo_tv", 4, dppo_options, dppo_yardstick, torch_dppo_tv},
+        {"sapo_sequence", 4, sapo_sequence_options, sapo_sequence_yardstick, torch_sapo_sequence},
+        {"vespo", 4, vespo_options, vespo_yardstick, torch_vespo},
+        {"reinforce_is", 5, reinforce_options, reinforce_yardstick, torch_reinforce_is},
+        {"kl_cov", 5, kl_cov_options, covariance_yardstick<false>, torch_kl_cov},
+        {"clip_cov", 5, clip_cov_options, covariance_yardstick<true>, torch_clip_cov},
 #else
-        {"dppo_tv", 4, dppo_options},  {"sapo_sequence", 4, sapo_sequence_options},
-        {"vespo", 4, vespo_options},   {"reinforce_is", 5, reinforce_options},
-        {"kl_cov", 5, kl_cov_options}, {"clip_cov", 5, clip_cov_options},
+        {"dppo_tv", 4, dppo_options, dppo_yardstick},
+        {"sapo_sequence", 4, sapo_sequence_options, sapo_sequence_yardstick},
+        {"vespo", 4, vespo_options, vespo_yardstick},
+        {"reinforce_is", 5, reinforce_options, reinforce_yardstick},
+        {"kl_cov", 5, kl_cov_options, covariance_yardstick<false>},
+        {"clip_cov", 5, clip_cov_options, covariance_yardstick<true>},
 #endif
     };
     for (const auto& l : losses) {
@@ -264,6 +296,11 @@ void register_new_losses(index_type rows, index_type cols) {
                 options.aggregation.global_token_count = t.tokens;
             const auto result = loss::policy_loss(inputs, view(t.gradient.data(), rows, cols), {}, options);
             benchmark::DoNotOptimize(result.loss);
+            benchmark::DoNotOptimize(t.gradient.data());
+        });
+        register_case(l.operation, shape, "yardstick", bytes, [=] {
+            auto& t = get();
+            benchmark::DoNotOptimize(l.yardstick(t));
             benchmark::DoNotOptimize(t.gradient.data());
         });
 #ifdef NORMKIT_HAVE_TORCH

@@ -158,6 +158,12 @@ void register_pointwise(index_type rows, index_type cols) {
         benchmark::DoNotOptimize(norm::dyt_backward(view(d.dy.data(), rows, cols), view(d.x.data(), rows, cols), alpha,
                                                     d.gamma, view(d.dx.data(), rows, cols), d.dgamma, d.dbeta));
     });
+    register_case("dyt_backward", label, "yardstick", backward_bytes, [=] {
+        auto& d = t->get();
+        benchmark::DoNotOptimize(bench::yardstick::pointwise_backward<false>(
+            d.dy.data(), d.x.data(), d.gamma.data(), d.dx.data(), d.dgamma.data(), d.dbeta.data(), rows, cols,
+            static_cast<float>(alpha), 0.0f));
+    });
     bench::register_memcpy("derf_forward", label, forward_bytes);
     register_case("derf_forward", label, "normkit", forward_bytes, [=] {
         auto& d = t->get();
@@ -188,6 +194,12 @@ void register_pointwise(index_type rows, index_type cols) {
         benchmark::DoNotOptimize(norm::derf_backward(view(d.dy.data(), rows, cols), view(d.x.data(), rows, cols), alpha,
                                                      shift, d.gamma, view(d.dx.data(), rows, cols), d.dgamma, d.dbeta));
     });
+    register_case("derf_backward", label, "yardstick", backward_bytes, [=] {
+        auto& d = t->get();
+        benchmark::DoNotOptimize(bench::yardstick::pointwise_backward<true>(
+            d.dy.data(), d.x.data(), d.gamma.data(), d.dx.data(), d.dgamma.data(), d.dbeta.data(), rows, cols,
+            static_cast<float>(alpha), static_cast<float>(shift)));
+    });
     norm::seed_norm_options seed_options;
     seed_options.heads = 16;
     bench::register_memcpy("seed_norm_forward", label, forward_bytes);
@@ -204,13 +216,23 @@ void register_pointwise(index_type rows, index_type cols) {
     });
     bench::register_memcpy("seed_norm_backward", label, backward_bytes);
     auto rstd_ready = std::make_shared<bool>(false);
-    register_case("seed_norm_backward", label, "normkit", backward_bytes, [=] {
+    const auto with_rstd = [=]() -> tensors<T>& {
         auto& d = t->get();
         if (!*rstd_ready) {  // the forward's saved rstd, once (the warm-up call)
             norm::seed_norm_forward(view(d.x.data(), rows, cols), d.alpha, d.beta, d.gamma,
                                     view(d.y.data(), rows, cols), d.rstd, seed_options);
             *rstd_ready = true;
         }
+        return d;
+    };
+    register_case("seed_norm_backward", label, "yardstick", backward_bytes, [=] {
+        auto& d = with_rstd();
+        bench::yardstick::seed_norm_backward(d.dy.data(), d.x.data(), d.alpha.data(), d.beta.data(), d.gamma.data(),
+                                             d.rstd.data(), d.dx.data(), d.dalpha.data(), d.dbeta.data(),
+                                             d.dgamma.data(), rows, cols, seed_options.heads);
+    });
+    register_case("seed_norm_backward", label, "normkit", backward_bytes, [=] {
+        auto& d = with_rstd();
         norm::seed_norm_backward(view(d.dy.data(), rows, cols), view(d.x.data(), rows, cols), d.alpha, d.beta, d.gamma,
                                  view(d.dx.data(), rows, cols), d.dalpha, d.dbeta, d.dgamma, d.rstd, seed_options);
     });
@@ -300,7 +322,17 @@ void register_logits(index_type rows, index_type classes) {
         benchmark::DoNotOptimize(
             norm::logit_norm_loss_gradient(view(d.x.data(), rows, classes), *labels, view(d.dx.data(), rows, classes)));
     });
+    register_case("logit_norm_loss_gradient", label, "yardstick", 2 * count * sizeof(T), [=] {
+        auto& d = t->get();
+        benchmark::DoNotOptimize(
+            bench::yardstick::logit_norm_loss_gradient(d.x.data(), labels->data(), d.dx.data(), rows, classes));
+    });
     bench::register_memcpy("selective_score", label, count * sizeof(T));
+    register_case("selective_score", label, "yardstick", count * sizeof(T), [=] {
+        auto& d = t->get();
+        bench::yardstick::selective_score(d.x.data(), scores->data(), rows, classes);
+        benchmark::DoNotOptimize(scores->data());
+    });
     register_case("selective_score", label, "normkit", count * sizeof(T), [=] {
         auto& d = t->get();
         norm::selective_classification_score(view(d.x.data(), rows, classes), *scores);  // p = 2, the default

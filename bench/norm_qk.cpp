@@ -120,6 +120,34 @@ void register_qk(index_type tokens, index_type heads, index_type d) {
         bench::yardstick::rms_norm_forward(b.q.data(), b.weight.data(), b.q_out.data(), rows, d, 1e-6f);
         bench::yardstick::rms_norm_forward(b.k.data(), b.weight.data(), b.k_out.data(), rows, d, 1e-6f);
     });
+    register_case("qk_rms_norm_backward", label, "yardstick", backward_bytes, [=] {
+        auto& b = data->get();
+        bench::yardstick::rms_norm_backward(b.dq_out.data(), b.q.data(), b.weight.data(), b.q_rstd.data(), b.dq.data(),
+                                            b.dq_weight.data(), rows, d);
+        bench::yardstick::rms_norm_backward(b.dk_out.data(), b.k.data(), b.weight.data(), b.k_rstd.data(), b.dk.data(),
+                                            b.dk_weight.data(), rows, d);
+    });
+    // The full-width form's: RMSNorm over each token's heads·head_dim values, the wide weight.
+    const index_type width = heads * d;
+    register_case("qk_full_width_rms_norm_forward", label, "yardstick", forward_bytes, [=] {
+        auto& b = data->get();
+        bench::yardstick::rms_norm_forward(b.q.data(), b.wide_weight.data(), b.q_out.data(), tokens, width, 1e-6f);
+        bench::yardstick::rms_norm_forward(b.k.data(), b.wide_weight.data(), b.k_out.data(), tokens, width, 1e-6f);
+    });
+    register_case("qk_full_width_rms_norm_backward", label, "yardstick", backward_bytes, [=] {
+        auto& b = data->get();
+        bench::yardstick::rms_norm_backward(b.dq_out.data(), b.q.data(), b.wide_weight.data(), b.wide_q_rstd.data(),
+                                            b.dq.data(), b.wide_dq_weight.data(), tokens, width);
+        bench::yardstick::rms_norm_backward(b.dk_out.data(), b.k.data(), b.wide_weight.data(), b.wide_k_rstd.data(),
+                                            b.dk.data(), b.wide_dk_weight.data(), tokens, width);
+    });
+    register_case("qk_l2_norm_backward", label, "yardstick", backward_bytes, [=] {
+        auto& b = data->get();
+        benchmark::DoNotOptimize(bench::yardstick::l2_norm_backward(b.dq_out.data(), b.q.data(), b.dq.data(), rows, d,
+                                                                    static_cast<float>(gain), 1e-6f));
+        benchmark::DoNotOptimize(
+            bench::yardstick::l2_norm_backward(b.dk_out.data(), b.k.data(), b.dk.data(), rows, d, 1.0f, 1e-6f));
+    });
     register_case("qk_l2_norm_forward", label, "yardstick", forward_bytes, [=] {
         auto& b = data->get();
         bench::yardstick::l2_norm_forward(b.q.data(), b.q_out.data(), rows, d, static_cast<float>(gain), 1e-6f);
@@ -240,6 +268,16 @@ void register_rows(index_type rows, index_type n) {
         norm::fused_add_rms_norm_backward(view(b.dq_out.data(), rows, n), view(b.k.data(), rows, n), b.weight,
                                           view(b.dk_out.data(), rows, n), b.dq_weight, b.q_rstd);
     });
+    register_case("l2_norm_backward", label, "yardstick", 3 * elements * sizeof(T), [=] {
+        auto& b = data->get();
+        benchmark::DoNotOptimize(bench::yardstick::l2_norm_backward(b.dq_out.data(), b.q.data(), b.dq.data(), rows, n,
+                                                                    static_cast<float>(gain), 1e-6f));
+    });
+    register_case("fused_add_rms_norm_backward", label, "yardstick", 4 * elements * sizeof(T), [=] {
+        auto& b = data->get();
+        bench::yardstick::rms_norm_backward<true>(b.dq_out.data(), b.k.data(), b.weight.data(), b.q_rstd.data(),
+                                                  b.dk_out.data(), b.dq_weight.data(), rows, n);
+    });
 #ifdef NORMKIT_HAVE_TORCH
     register_case("l2_norm_forward", label, "torch", 2 * elements * sizeof(T), [=] {
         auto& b = data->get();
@@ -275,6 +313,10 @@ void register_storage_rate(index_type rows, index_type n) {
     register_case("rms_norm_forward_storage", label, "normkit", bytes, [=] {
         auto& b = data->get();
         norm::rms_norm_forward(view(b.q.data(), rows, n), b.weight, view(b.q_out.data(), rows, n), b.q_rstd);
+    });
+    register_case("rms_norm_forward_storage", label, "yardstick", bytes, [=] {
+        auto& b = data->get();
+        bench::yardstick::rms_norm_forward(b.q.data(), b.weight.data(), b.q_out.data(), rows, n, 1e-6f);
     });
 }
 

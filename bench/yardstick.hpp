@@ -77,20 +77,24 @@ void rms_norm_forward(const T* x, const P* w, T* y, index_type rows, index_type 
     }
 }
 
-// dx = r·(g − x̂·mean(g·x̂)), g = dy·w, x̂ = x·r; dw += dy·x̂ (r saved by the forward)
-inline void rms_norm_backward(const float* dy, const float* x, const float* w, const float* rstd, float* dx, float* dw,
-                              index_type rows, index_type n) {
+// dx = r·(g − x̂·mean(g·x̂)), g = dy·w, x̂ = x·r; dw += dy·x̂ (r saved by the forward). add_to_dx:
+// dx += that instead (fused_add_rms_norm's residual gradient).
+template <bool add_to_dx = false, class T, class P>
+void rms_norm_backward(const T* dy, const T* x, const P* w, const float* rstd, T* dx, float* dw, index_type rows,
+                       index_type n) {
     std::fill(dw, dw + n, 0.0f);
     for (index_type i = 0; i < rows; ++i) {
-        const float* xi = x + i * n;
-        const float* gi = dy + i * n;
+        const T* xi = x + i * n;
+        const T* gi = dy + i * n;
         const batch r(rstd[i]);
         const float dot =
             sum(n, [&](index_type j, index_type c) { return load(gi + j, c) * load(w + j, c) * load(xi + j, c) * r; });
         const batch mean_dot(dot / static_cast<float>(n));
         each(n, [&](index_type j, index_type c) {
             const batch hat = load(xi + j, c) * r, g = load(gi + j, c);
-            store(dx + i * n + j, r * (g * load(w + j, c) - hat * mean_dot), c);
+            batch value = r * (g * load(w + j, c) - hat * mean_dot);
+            if (add_to_dx) value += load(dx + i * n + j, c);
+            store(dx + i * n + j, value, c);
             store(dw + j, load(dw + j, c) + g * hat, c);
         });
     }
@@ -172,6 +176,30 @@ void l2_norm_forward(const T* x, T* y, index_type rows, index_type n, float gain
     }
 }
 
+// dx = g·r·(dy − x̂·⟨x̂, dy⟩), r = 1/max(‖x‖, ε), x̂ = x·r; returns dg = Σ dy·x̂
+template <class T>
+float l2_norm_backward(const T* dy, const T* x, T* dx, index_type rows, index_type n, float gain, float eps) {
+    float dg = 0;
+    for (index_type i = 0; i < rows; ++i) {
+        const T* xi = x + i * n;
+        const T* gi = dy + i * n;
+        batch squares(0.0f), dot(0.0f);
+        each(n, [&](index_type j, index_type c) {
+            const batch v = load(xi + j, c);
+            squares += v * v;
+            dot += v * load(gi + j, c);
+        });
+        const float norm = std::sqrt(core::horizontal_sum(squares)), r = 1.0f / std::max(norm, eps);
+        const float hat_dot = norm >= eps ? core::horizontal_sum(dot) * r * r : 0.0f;
+        dg += core::horizontal_sum(dot) * r;
+        const batch scale(gain * r), projection(hat_dot);
+        each(n, [&](index_type j, index_type c) {
+            store(dx + i * n + j, scale * (load(gi + j, c) - load(xi + j, c) * projection), c);
+        });
+    }
+    return dg;
+}
+
 // SeeDNorm: y = (σ_h·α + γ)·x·r, r = 1/√(mean x² + ε), σ_h = tanh(⟨x_h, β_h⟩) per head of d = n/heads
 template <class T, class P>
 void seed_norm_forward(const T* x, const P* alpha, const P* beta, const P* gamma, T* y, float* rstd, index_type rows,
@@ -208,6 +236,145 @@ void pointwise_forward(const T* x, const P* gamma, const P* beta, T* y, index_ty
             const batch f = erf ? core::erf(u) : core::tanh(u);
             store(y + i * n + j, load(gamma + j, c) * f + load(beta + j, c), c);
         });
+}
+
+// SeeDNorm's backward (r saved), per head h of d = n/heads channels: σ_h = tanh(⟨x_h, β_h⟩),
+// g = σ_h·α + γ, q = g·dy, c_h = (1 − σ_h²)·Σ_h dy·α·x̂;
+//   dx = r·(q − x̂·mean(q·x̂)) + c_h·β,  dα += dy·x̂·σ_h,  dβ += c_h·x,  dγ += dy·x̂
+// A pass per head for σ_h, one for the row's sums, one for the writes.
+template <class T, class P>
+void seed_norm_backward(const T* dy, const T* x, const P* alpha, const P* beta, const P* gamma, const float* rstd,
+                        T* dx, float* dalpha, float* dbeta, float* dgamma, index_type rows, index_type n,
+                        index_type heads) {
+    const index_type d = n / heads;
+    std::vector<float> seed(static_cast<std::size_t>(heads)), coupling(static_cast<std::size_t>(heads));
+    std::fill(dalpha, dalpha + n, 0.0f);
+    std::fill(dbeta, dbeta + n, 0.0f);
+    std::fill(dgamma, dgamma + n, 0.0f);
+    for (index_type i = 0; i < rows; ++i) {
+        const T* xi = x + i * n;
+        const T* gi = dy + i * n;
+        const batch r(rstd[i]);
+        float q_dot = 0;
+        for (index_type h = 0; h < heads; ++h) {
+            const index_type first = h * d;
+            const float sigma = std::tanh(sum(
+                d, [&](index_type j, index_type c) { return load(xi + first + j, c) * load(beta + first + j, c); }));
+            batch q_hat(0.0f), seed_dot(0.0f);
+            each(d, [&](index_type j, index_type c) {
+                const index_type k = first + j;
+                const batch g = load(gi + k, c), hat = load(xi + k, c) * r;
+                q_hat += (batch(sigma) * load(alpha + k, c) + load(gamma + k, c)) * g * hat;
+                seed_dot += g * load(alpha + k, c) * hat;
+            });
+            seed[h] = sigma;
+            coupling[h] = (1.0f - sigma * sigma) * core::horizontal_sum(seed_dot);
+            q_dot += core::horizontal_sum(q_hat);
+        }
+        const batch mean_dot(q_dot / static_cast<float>(n));
+        for (index_type h = 0; h < heads; ++h) {
+            const index_type first = h * d;
+            const batch sigma(seed[h]), c_h(coupling[h]);
+            each(d, [&](index_type j, index_type c) {
+                const index_type k = first + j;
+                const batch g = load(gi + k, c), xv = load(xi + k, c), hat = xv * r;
+                const batch q = (sigma * load(alpha + k, c) + load(gamma + k, c)) * g;
+                store(dx + i * n + k, r * (q - hat * mean_dot) + c_h * load(beta + k, c), c);
+                store(dalpha + k, load(dalpha + k, c) + g * hat * sigma, c);
+                store(dbeta + k, load(dbeta + k, c) + c_h * xv, c);
+                store(dgamma + k, load(dgamma + k, c) + g * hat, c);
+            });
+        }
+    }
+}
+
+// DyT's (erf = false) and Derf's backward, f = tanh or erf of u = α·x + s (s = 0 for DyT):
+//   c = dy·γ·f′(u),  dx = α·c,  dα = Σ c·x,  ds = Σ c,  dγ += dy·f(u),  dβ += dy
+// f′ = 1 − tanh² or (2/√π)·exp(−u²), xsimd's tanh, erf and exp. Returns {dα, ds}.
+struct pointwise_scalars {
+    float alpha, shift;
+};
+
+template <bool erf, class T, class P>
+pointwise_scalars pointwise_backward(const T* dy, const T* x, const P* gamma, T* dx, float* dgamma, float* dbeta,
+                                     index_type rows, index_type n, float alpha, float shift) {
+    std::fill(dgamma, dgamma + n, 0.0f);
+    std::fill(dbeta, dbeta + n, 0.0f);
+    batch dalpha(0.0f), dshift(0.0f);
+    for (index_type i = 0; i < rows; ++i)
+        each(n, [&](index_type j, index_type c) {
+            const batch xv = load(x + i * n + j, c), g = load(dy + i * n + j, c);
+            const batch u = batch(alpha) * xv + batch(shift);
+            const batch f = erf ? xsimd::erf(u) : xsimd::tanh(u);
+            const batch slope = erf ? batch(1.1283791671f) * xsimd::exp(-u * u) : batch(1.0f) - f * f;
+            const batch cv = masked(g * load(gamma + j, c) * slope, c);
+            store(dx + i * n + j, batch(alpha) * cv, c);
+            dalpha += cv * xv;
+            dshift += cv;
+            store(dgamma + j, load(dgamma + j, c) + g * f, c);
+            store(dbeta + j, load(dbeta + j, c) + g, c);
+        });
+    return {core::horizontal_sum(dalpha), core::horizontal_sum(dshift)};
+}
+
+// LogitNorm's loss and gradient, over rows f of K logits with labels y (τ = 1, δ = 1e-7):
+//   ν = ‖f‖ + δ, z = f/ν, ℓ = logsumexp(z) − z_y, L = mean ℓ,
+//   ∂L/∂f = (p − e_y)/N/ν − f·⟨(p − e_y)/N, f⟩/(ν²‖f‖),  p = softmax(z)
+// Passes: ‖f‖ and max f; exp(z − max z) into the gradient with its sums; the gradient.
+template <class T>
+float logit_norm_loss_gradient(const T* f, const index_type* labels, T* gradient, index_type rows, index_type classes) {
+    const float inverse_rows = 1.0f / static_cast<float>(rows);
+    float loss = 0;
+    for (index_type i = 0; i < rows; ++i) {
+        const T* fi = f + i * classes;
+        T* gi = gradient + i * classes;
+        batch squares(0.0f), largest(-INFINITY);
+        each(classes, [&](index_type j, index_type c) {
+            const batch v = load(fi + j, c);
+            squares += v * v;
+            largest = core::maximum(largest, xsimd::select(core::lanes_below<float>(c), v, batch(-INFINITY)));
+        });
+        const float norm = std::sqrt(core::horizontal_sum(squares)), nu = norm + 1e-7f;
+        const batch inverse_nu(1.0f / nu), top(core::horizontal_max(largest) / nu);
+        batch total(0.0f), weighted(0.0f);
+        each(classes, [&](index_type j, index_type c) {
+            const batch v = load(fi + j, c), e = masked(xsimd::exp(v * inverse_nu - top), c);
+            store(gi + j, e, c);
+            total += e;
+            weighted += e * v;
+        });
+        const float s = core::horizontal_sum(total);
+        const float label_logit = static_cast<float>(fi[labels[i]]);
+        loss += std::log(s) + core::horizontal_max(largest) / nu - label_logit / nu;
+        // ⟨p − e_y, f⟩ = Σp·f − f_y
+        const float g_dot = (core::horizontal_sum(weighted) / s - label_logit) * inverse_rows;
+        const batch p_scale(inverse_rows / s / nu), projection(norm > 0 ? g_dot / (nu * nu * norm) : 0.0f);
+        each(classes, [&](index_type j, index_type c) {
+            store(gi + j, load(gi + j, c) * p_scale - load(fi + j, c) * projection, c);
+        });
+        gi[labels[i]] = static_cast<T>(static_cast<float>(gi[labels[i]]) - inverse_rows / nu);
+    }
+    return loss * inverse_rows;
+}
+
+// The selective-classification score, p = 2: s = max(z − mean z)/‖z − mean z‖ (0 for a constant row).
+template <class T>
+void selective_score(const T* z, float* scores, index_type rows, index_type classes) {
+    for (index_type i = 0; i < rows; ++i) {
+        const T* zi = z + i * classes;
+        batch total(0.0f), largest(-INFINITY);
+        each(classes, [&](index_type j, index_type c) {
+            const batch v = load(zi + j, c);
+            total += v;
+            largest = core::maximum(largest, xsimd::select(core::lanes_below<float>(c), v, batch(-INFINITY)));
+        });
+        const float mean = core::horizontal_sum(total) / static_cast<float>(classes);
+        const float squares = sum(classes, [&](index_type j, index_type c) {
+            const batch d = masked(load(zi + j, c) - batch(mean), c);
+            return d * d;
+        });
+        scores[i] = squares > 0 ? (core::horizontal_max(largest) - mean) / std::sqrt(squares) : 0.0f;
+    }
 }
 
 // lse = M + log Σ exp(z − M), log π(token) = z_token − lse, H = lse − Σ π·z: a pass for M, one for the sums
@@ -281,6 +448,145 @@ inline policy_loss_values policy_loss(const float* x, const float* old, const fl
     }
     return {core::horizontal_sum(total) / tokens, core::horizontal_sum(clipped) / tokens,
             core::horizontal_sum(clipped_lower) / tokens, core::horizontal_sum(log_ratio) / tokens};
+}
+
+// The other framework losses, each as its framework's formula (the libtorch compositions in
+// bench/loss.cpp): the loss over the masked tokens and ∂/∂x into gradient, x = logπ, d = x − old,
+// a the row's advantage, the token count given. Each returns the loss.
+
+// verl dppo_tv (c = 3, ε = 0.2): ℓ = −a·min(e^clamp(d, ±20), 3)·x·valid, valid = (e^x − e^old ≤ ε) for
+// a > 0, (≥ −ε) otherwise; the ratio and valid are detached, so ∂ℓ/∂x = −a·min(ratio, 3)·valid.
+inline float dppo_tv(const float* x, const float* old, const float* mask, const float* advantages, float* gradient,
+                     index_type rows, index_type cols, float tokens) {
+    const batch limit(20.0f), scale(1.0f / tokens);
+    batch total(0.0f);
+    for (index_type i = 0; i < rows; ++i) {
+        const batch a(advantages[i]);
+        const auto positive = a > batch(0.0f);
+        each(cols, [&](index_type j, index_type c) {
+            const index_type k = i * cols + j;
+            const batch xv = load(x + k, c), o = load(old + k, c), m = load(mask + k, c);
+            const batch ratio = xsimd::exp(core::minimum(core::maximum(xv - o, -limit), limit));
+            const batch change = xsimd::exp(xv) - xsimd::exp(o);
+            const auto valid = (positive & (change <= batch(0.2f))) | (~positive & (change >= batch(-0.2f)));
+            const batch slope = xsimd::select(valid, -a * core::minimum(ratio, batch(3.0f)), batch(0.0f)) * m;
+            total += slope * xv;
+            store(gradient + k, slope * scale, c);
+        });
+    }
+    return core::horizontal_sum(total) / tokens;
+}
+
+// TRL sapo at the sequence level, seq-mean-token-mean over every row: per row, L = max(Σm, 1),
+// s = exp(Σ(d·m)/L), τ = 1 (a > 0) or 1.05, ℓ = −σ(τ(s − 1))·4/τ·a on each token, the row's
+// term ℓ·Σm/L; ∂/∂x_j = −4a·σ(1 − σ)·s·m_j/L · (Σm/L)/rows.
+inline float sapo_sequence(const float* x, const float* old, const float* mask, const float* advantages,
+                           float* gradient, index_type rows, index_type cols) {
+    float loss = 0;
+    for (index_type i = 0; i < rows; ++i) {
+        const index_type first = i * cols;
+        batch log_ratio(0.0f), count(0.0f);
+        each(cols, [&](index_type j, index_type c) {
+            const batch m = load(mask + first + j, c);
+            log_ratio += (load(x + first + j, c) - load(old + first + j, c)) * m;
+            count += m;
+        });
+        const float tokens = core::horizontal_sum(count), length = std::max(tokens, 1.0f);
+        const float a = advantages[i], tau = a > 0 ? 1.0f : 1.05f;
+        const float ratio = std::exp(core::horizontal_sum(log_ratio) / length);
+        const float sigma = 1.0f / (1.0f + std::exp(-tau * (ratio - 1.0f)));
+        const float share = tokens / length / static_cast<float>(rows);
+        loss += -sigma * 4.0f / tau * a * share;
+        const batch slope(-4.0f * a * sigma * (1.0f - sigma) * ratio / length * share);
+        each(cols,
+             [&](index_type j, index_type c) { store(gradient + first + j, slope * load(mask + first + j, c), c); });
+    }
+    return loss;
+}
+
+// TRL vespo (no IS ratio), token mean: per row log w = clamp(Σ clamp(d, ±20)·m, log 1e-8, 20),
+// (k, λ) = (2, 3) for a ≥ 0 else (3, 2), φ = exp(λ + k·log w − λ·w) (0 if not finite), detached;
+// ℓ = −φ·a·x, ∂ℓ/∂x = −φ·a.
+inline float vespo(const float* x, const float* old, const float* mask, const float* advantages, float* gradient,
+                   index_type rows, index_type cols, float tokens) {
+    const batch limit(20.0f);
+    float loss = 0;
+    for (index_type i = 0; i < rows; ++i) {
+        const index_type first = i * cols;
+        const float log_w =
+            std::min(std::max(sum(cols,
+                                  [&](index_type j, index_type c) {
+                                      const batch d = load(x + first + j, c) - load(old + first + j, c);
+                                      return core::minimum(core::maximum(d, -limit), limit) * load(mask + first + j, c);
+                                  }),
+                              std::log(1e-8f)),
+                     20.0f);
+        const float a = advantages[i], k = a >= 0 ? 2.0f : 3.0f, lambda = a >= 0 ? 3.0f : 2.0f;
+        float phi = std::exp(lambda + k * log_w - lambda * std::exp(log_w));
+        if (!std::isfinite(phi)) phi = 0;
+        const batch slope(-phi * a / tokens);
+        loss += sum(cols, [&](index_type j, index_type c) {
+            const batch m = load(mask + first + j, c);
+            store(gradient + first + j, slope * m, c);
+            return slope * m * load(x + first + j, c);
+        });
+    }
+    return loss;
+}
+
+// verl reinforce with rollout IS weights w, seq-mean-token-sum: ℓ = −a·x·w summed per row, over
+// the rows with a token (a first pass over the mask counts them); ∂/∂x = −a·w·m/rows_with_tokens.
+inline float reinforce_is(const float* x, const float* w, const float* mask, const float* advantages, float* gradient,
+                          index_type rows, index_type cols) {
+    index_type sequences = 0;
+    for (index_type i = 0; i < rows; ++i)
+        sequences += std::any_of(mask + i * cols, mask + (i + 1) * cols, [](float m) { return m != 0; });
+    const float inverse = sequences ? 1.0f / static_cast<float>(sequences) : 0.0f;
+    float loss = 0;
+    for (index_type i = 0; i < rows; ++i) {
+        const index_type first = i * cols;
+        const batch a(-advantages[i] * inverse);
+        loss += sum(cols, [&](index_type j, index_type c) {
+            const batch slope = a * load(w + first + j, c) * load(mask + first + j, c);
+            store(gradient + first + j, slope, c);
+            return slope * load(x + first + j, c);
+        });
+    }
+    return loss;
+}
+
+// verl kl_cov (k = 0.1) and clip_cov (ε = 0.2) given the selected tokens s, token mean, no clamp:
+//   kl_cov:   ℓ = −a·e^d + k·|d|·s,          ∂ℓ/∂x = −a·e^d + k·sign(d)·s
+//   clip_cov: ℓ = max(−a·r, −a·clamp(r, 1 ± ε))·(1 − s), r = e^d; ∂ℓ/∂x = −a·r·(1 − s) where
+//             the unclipped side is taken, else 0
+template <bool clip>
+float covariance_loss(const float* x, const float* old, const float* mask, const float* selection,
+                      const float* advantages, float* gradient, index_type rows, index_type cols, float tokens) {
+    const batch zero(0.0f), one(1.0f), scale(1.0f / tokens);
+    batch total(0.0f);
+    for (index_type i = 0; i < rows; ++i) {
+        const batch a(advantages[i]);
+        each(cols, [&](index_type j, index_type c) {
+            const index_type k = i * cols + j;
+            const batch d = load(x + k, c) - load(old + k, c), m = load(mask + k, c), s = load(selection + k, c);
+            const batch r = xsimd::exp(d);
+            batch loss, slope;
+            if (clip) {
+                const batch unclipped = -a * r,
+                            clipped = -a * core::minimum(core::maximum(r, batch(0.8f)), batch(1.2f));
+                const auto on_clip = clipped > unclipped;
+                loss = xsimd::select(on_clip, clipped, unclipped) * (one - s);
+                slope = xsimd::select(on_clip, zero, unclipped * (one - s));
+            } else {
+                const batch sign = xsimd::select(d > zero, one, xsimd::select(d < zero, -one, zero));
+                loss = -a * r + batch(0.1f) * xsimd::abs(d) * s;
+                slope = -a * r + batch(0.1f) * sign * s;
+            }
+            total += loss * m;
+            store(gradient + k, slope * m * scale, c);
+        });
+    }
+    return core::horizontal_sum(total) / tokens;
 }
 
 // GRPO-family advantages per group, as plain loops over each group's samples: the group's mean
