@@ -452,7 +452,8 @@ inline policy_loss_values policy_loss(const float* x, const float* old, const fl
 
 // The other framework losses, each as its framework's formula (the libtorch compositions in
 // bench/loss.cpp): the loss over the masked tokens and ∂/∂x into gradient, x = logπ, d = x − old,
-// a the row's advantage, the token count given. Each returns the loss.
+// a the row's advantage, the token count given. Each returns the loss, and takes none of the
+// metrics (clip fractions, ppo_kl) nor the mask check that policy_loss does in the same pass.
 
 // verl dppo_tv (c = 3, ε = 0.2): ℓ = −a·min(e^clamp(d, ±20), 3)·x·valid, valid = (e^x − e^old ≤ ε) for
 // a > 0, (≥ −ε) otherwise; the ratio and valid are detached, so ∂ℓ/∂x = −a·min(ratio, 3)·valid.
