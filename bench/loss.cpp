@@ -33,7 +33,7 @@ struct policy_tensors {
     // 64-byte aligned, as torch's CPU allocator aligns tensors.
     using buffer = std::vector<float, Eigen::aligned_allocator<float>>;
     buffer x, old, ref, mask, advantages, gradient, selection;
-    double tokens = 0;
+    double tokens = 0, sequences = 0;  // masked tokens, rows with a token
 };
 
 std::shared_ptr<policy_tensors> make_tensors(index_type rows, index_type cols) {
@@ -65,11 +65,20 @@ std::shared_ptr<policy_tensors> make_tensors(index_type rows, index_type cols) {
             t->mask[k] = j < length ? 1.0f : 0.0f;
             t->tokens += t->mask[k];
         }
+        t->sequences += length > 0 ? 1 : 0;
     }
     return t;
 }
 
 // Log-probs, old log-probs, per-sample advantages and the mask as policy_inputs.
+// Keeps every value a loss yardstick returns (it is inline), so that no metric's sum is optimized away.
+void keep(const bench::yardstick::policy_loss_values& values) {
+    benchmark::DoNotOptimize(values.loss);
+    benchmark::DoNotOptimize(values.clipfrac);
+    benchmark::DoNotOptimize(values.clipfrac_lower);
+    benchmark::DoNotOptimize(values.ppo_kl);
+}
+
 loss::policy_inputs<float> inputs_of(policy_tensors& t) {
     loss::policy_inputs<float> inputs;
     inputs.log_probs = view(t.x.data(), t.rows, t.cols);
@@ -109,8 +118,7 @@ void register_policy_loss(index_type rows, index_type cols, int threads) {
                 const auto values = bench::yardstick::policy_loss(t.x.data(), t.old.data(), t.ref.data(), t.mask.data(),
                                                                   t.advantages.data(), t.gradient.data(), rows, cols,
                                                                   static_cast<float>(t.tokens));
-                benchmark::DoNotOptimize(values.loss);
-                benchmark::DoNotOptimize(values.clipfrac);
+                keep(values);
                 benchmark::DoNotOptimize(t.gradient.data());
             });
 #ifdef NORMKIT_HAVE_TORCH
@@ -141,14 +149,15 @@ void register_policy_loss(index_type rows, index_type cols, int threads) {
 }
 
 // The losses issue 18 added, each through the one-pass policy_loss (token-mean unless the framework
-// aggregates otherwise) beside the same arithmetic in libtorch ops with autograd. Bytes: logπ, logπ_old
+// aggregates otherwise; the global token or sequence count given, as verl-new passes them) beside the
+// same arithmetic in libtorch ops with autograd. Bytes: logπ, logπ_old
 // (or the rollout's), the mask and, for reinforce_is, the IS weights read, the gradient written, 4 bytes a
 // token each, and the per-sample advantages; kl_cov and clip_cov read the selection instead of the weights.
 struct new_loss {
     const char* operation;
     int arrays;  // B × T arrays moved
     loss::policy_loss_options (*options)();
-    float (*yardstick)(policy_tensors& t);
+    bench::yardstick::policy_loss_values (*yardstick)(policy_tensors& t);
 #ifdef NORMKIT_HAVE_TORCH
     torch::Tensor (*torch_loss)(const torch::Tensor& x, const torch::Tensor& old, const torch::Tensor& mask,
                                 const torch::Tensor& advantages, const torch::Tensor& weights, double tokens);
@@ -227,24 +236,26 @@ loss::policy_loss_options clip_cov_options() { return loss::presets::verl_clip_c
 
 // The yardsticks, over the same tensors (ref holds the IS weights).
 namespace yardstick = bench::yardstick;
-float dppo_yardstick(policy_tensors& t) {
+using yardstick::policy_loss_values;
+policy_loss_values dppo_yardstick(policy_tensors& t) {
     return yardstick::dppo_tv(t.x.data(), t.old.data(), t.mask.data(), t.advantages.data(), t.gradient.data(), t.rows,
                               t.cols, static_cast<float>(t.tokens));
 }
-float sapo_sequence_yardstick(policy_tensors& t) {
+policy_loss_values sapo_sequence_yardstick(policy_tensors& t) {
     return yardstick::sapo_sequence(t.x.data(), t.old.data(), t.mask.data(), t.advantages.data(), t.gradient.data(),
                                     t.rows, t.cols);
 }
-float vespo_yardstick(policy_tensors& t) {
+policy_loss_values vespo_yardstick(policy_tensors& t) {
     return yardstick::vespo(t.x.data(), t.old.data(), t.mask.data(), t.advantages.data(), t.gradient.data(), t.rows,
                             t.cols, static_cast<float>(t.tokens));
 }
-float reinforce_yardstick(policy_tensors& t) {
-    return yardstick::reinforce_is(t.x.data(), t.ref.data(), t.mask.data(), t.advantages.data(), t.gradient.data(),
-                                   t.rows, t.cols);
+policy_loss_values reinforce_yardstick(policy_tensors& t) {
+    return yardstick::reinforce_is(t.x.data(), t.old.data(), t.ref.data(), t.mask.data(), t.advantages.data(),
+                                   t.gradient.data(), t.rows, t.cols, static_cast<float>(t.tokens),
+                                   static_cast<float>(t.sequences));
 }
 template <bool clip>
-float covariance_yardstick(policy_tensors& t) {
+policy_loss_values covariance_yardstick(policy_tensors& t) {
     return yardstick::covariance_loss<clip>(t.x.data(), t.old.data(), t.mask.data(), t.selection.data(),
                                             t.advantages.data(), t.gradient.data(), t.rows, t.cols,
                                             static_cast<float>(t.tokens));
@@ -294,13 +305,15 @@ void register_new_losses(index_type rows, index_type cols) {
             auto options = l.options();
             if (options.aggregation.mode == loss::aggregation_mode::token_mean)
                 options.aggregation.global_token_count = t.tokens;
+            if (options.aggregation.mode == loss::aggregation_mode::seq_mean_token_sum)
+                options.aggregation.global_sequence_count = t.sequences;
             const auto result = loss::policy_loss(inputs, view(t.gradient.data(), rows, cols), {}, options);
             benchmark::DoNotOptimize(result.loss);
             benchmark::DoNotOptimize(t.gradient.data());
         });
         register_case(l.operation, shape, "yardstick", bytes, [=] {
             auto& t = get();
-            benchmark::DoNotOptimize(l.yardstick(t));
+            keep(l.yardstick(t));
             benchmark::DoNotOptimize(t.gradient.data());
         });
 #ifdef NORMKIT_HAVE_TORCH

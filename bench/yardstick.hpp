@@ -452,38 +452,45 @@ inline policy_loss_values policy_loss(const float* x, const float* old, const fl
 
 // The other framework losses, each as its framework's formula (the libtorch compositions in
 // bench/loss.cpp): the loss over the masked tokens and ∂/∂x into gradient, x = logπ, d = x − old,
-// a the row's advantage, the token count given. Each returns the loss, and takes none of the
-// metrics (clip fractions, ppo_kl) nor the mask check that policy_loss does in the same pass.
+// a the row's advantage, the token count given. Each returns the loss with the metrics its
+// framework reports and policy_loss returns (ppo_kl, the masked mean of −d, and the clip fractions
+// of the modes that clip); none checks the mask's values, as policy_loss does in the same pass.
 
 // verl dppo_tv (c = 3, ε = 0.2): ℓ = −a·min(e^clamp(d, ±20), 3)·x·valid, valid = (e^x − e^old ≤ ε) for
 // a > 0, (≥ −ε) otherwise; the ratio and valid are detached, so ∂ℓ/∂x = −a·min(ratio, 3)·valid.
-inline float dppo_tv(const float* x, const float* old, const float* mask, const float* advantages, float* gradient,
-                     index_type rows, index_type cols, float tokens) {
-    const batch limit(20.0f), scale(1.0f / tokens);
-    batch total(0.0f);
+// pg_clipfrac: the share not valid; pg_clipfrac_lower: valid with the ratio above 3.
+inline policy_loss_values dppo_tv(const float* x, const float* old, const float* mask, const float* advantages,
+                                  float* gradient, index_type rows, index_type cols, float tokens) {
+    const batch zero(0.0f), one(1.0f), limit(20.0f), scale(1.0f / tokens);
+    batch total(0.0f), clipped(0.0f), clipped_lower(0.0f), log_ratio(0.0f);
     for (index_type i = 0; i < rows; ++i) {
         const batch a(advantages[i]);
-        const auto positive = a > batch(0.0f);
+        const auto positive = a > zero;
         each(cols, [&](index_type j, index_type c) {
             const index_type k = i * cols + j;
             const batch xv = load(x + k, c), o = load(old + k, c), m = load(mask + k, c);
-            const batch ratio = xsimd::exp(core::minimum(core::maximum(xv - o, -limit), limit));
+            const batch d = core::minimum(core::maximum(xv - o, -limit), limit);
+            const batch ratio = xsimd::exp(d);
             const batch change = xsimd::exp(xv) - xsimd::exp(o);
             const auto valid = (positive & (change <= batch(0.2f))) | (~positive & (change >= batch(-0.2f)));
-            const batch slope = xsimd::select(valid, -a * core::minimum(ratio, batch(3.0f)), batch(0.0f)) * m;
+            const batch slope = xsimd::select(valid, -a * core::minimum(ratio, batch(3.0f)), zero) * m;
             total += slope * xv;
+            clipped += xsimd::select(valid, zero, m);
+            clipped_lower += xsimd::select(valid & (ratio > batch(3.0f)), m, zero);
+            log_ratio -= m * d;
             store(gradient + k, slope * scale, c);
         });
     }
-    return core::horizontal_sum(total) / tokens;
+    return {core::horizontal_sum(total) / tokens, core::horizontal_sum(clipped) / tokens,
+            core::horizontal_sum(clipped_lower) / tokens, core::horizontal_sum(log_ratio) / tokens};
 }
 
 // TRL sapo at the sequence level, seq-mean-token-mean over every row: per row, L = max(Σm, 1),
 // s = exp(Σ(d·m)/L), τ = 1 (a > 0) or 1.05, ℓ = −σ(τ(s − 1))·4/τ·a on each token, the row's
-// term ℓ·Σm/L; ∂/∂x_j = −4a·σ(1 − σ)·s·m_j/L · (Σm/L)/rows.
-inline float sapo_sequence(const float* x, const float* old, const float* mask, const float* advantages,
-                           float* gradient, index_type rows, index_type cols) {
-    float loss = 0;
+// term ℓ·Σm/L; ∂/∂x_j = −4a·σ(1 − σ)·s·m_j/L · (Σm/L)/rows. ppo_kl from the rows' Σ(d·m).
+inline policy_loss_values sapo_sequence(const float* x, const float* old, const float* mask, const float* advantages,
+                                        float* gradient, index_type rows, index_type cols) {
+    float loss = 0, log_ratio_total = 0, token_total = 0;
     for (index_type i = 0; i < rows; ++i) {
         const index_type first = i * cols;
         batch log_ratio(0.0f), count(0.0f);
@@ -493,35 +500,36 @@ inline float sapo_sequence(const float* x, const float* old, const float* mask, 
             count += m;
         });
         const float tokens = core::horizontal_sum(count), length = std::max(tokens, 1.0f);
+        const float row_log_ratio = core::horizontal_sum(log_ratio);
         const float a = advantages[i], tau = a > 0 ? 1.0f : 1.05f;
-        const float ratio = std::exp(core::horizontal_sum(log_ratio) / length);
+        const float ratio = std::exp(row_log_ratio / length);
         const float sigma = 1.0f / (1.0f + std::exp(-tau * (ratio - 1.0f)));
         const float share = tokens / length / static_cast<float>(rows);
         loss += -sigma * 4.0f / tau * a * share;
+        log_ratio_total += row_log_ratio;
+        token_total += tokens;
         const batch slope(-4.0f * a * sigma * (1.0f - sigma) * ratio / length * share);
         each(cols,
              [&](index_type j, index_type c) { store(gradient + first + j, slope * load(mask + first + j, c), c); });
     }
-    return loss;
+    return {loss, 0.0f, 0.0f, token_total > 0 ? -log_ratio_total / token_total : 0.0f};
 }
 
 // TRL vespo (no IS ratio), token mean: per row log w = clamp(Σ clamp(d, ±20)·m, log 1e-8, 20),
 // (k, λ) = (2, 3) for a ≥ 0 else (3, 2), φ = exp(λ + k·log w − λ·w) (0 if not finite), detached;
-// ℓ = −φ·a·x, ∂ℓ/∂x = −φ·a.
-inline float vespo(const float* x, const float* old, const float* mask, const float* advantages, float* gradient,
-                   index_type rows, index_type cols, float tokens) {
+// ℓ = −φ·a·x, ∂ℓ/∂x = −φ·a. ppo_kl from the rows' Σ clamp(d, ±20)·m.
+inline policy_loss_values vespo(const float* x, const float* old, const float* mask, const float* advantages,
+                                float* gradient, index_type rows, index_type cols, float tokens) {
     const batch limit(20.0f);
-    float loss = 0;
+    float loss = 0, log_ratio_total = 0;
     for (index_type i = 0; i < rows; ++i) {
         const index_type first = i * cols;
-        const float log_w =
-            std::min(std::max(sum(cols,
-                                  [&](index_type j, index_type c) {
-                                      const batch d = load(x + first + j, c) - load(old + first + j, c);
-                                      return core::minimum(core::maximum(d, -limit), limit) * load(mask + first + j, c);
-                                  }),
-                              std::log(1e-8f)),
-                     20.0f);
+        const float row_log_ratio = sum(cols, [&](index_type j, index_type c) {
+            const batch d = load(x + first + j, c) - load(old + first + j, c);
+            return core::minimum(core::maximum(d, -limit), limit) * load(mask + first + j, c);
+        });
+        log_ratio_total += row_log_ratio;
+        const float log_w = std::min(std::max(row_log_ratio, std::log(1e-8f)), 20.0f);
         const float a = advantages[i], k = a >= 0 ? 2.0f : 3.0f, lambda = a >= 0 ? 3.0f : 2.0f;
         float phi = std::exp(lambda + k * log_w - lambda * std::exp(log_w));
         if (!std::isfinite(phi)) phi = 0;
@@ -532,39 +540,42 @@ inline float vespo(const float* x, const float* old, const float* mask, const fl
             return slope * m * load(x + first + j, c);
         });
     }
-    return loss;
+    return {loss, 0.0f, 0.0f, -log_ratio_total / tokens};
 }
 
 // verl reinforce with rollout IS weights w, seq-mean-token-sum: ℓ = −a·x·w summed per row, over
-// the rows with a token (a first pass over the mask counts them); ∂/∂x = −a·w·m/rows_with_tokens.
-inline float reinforce_is(const float* x, const float* w, const float* mask, const float* advantages, float* gradient,
-                          index_type rows, index_type cols) {
-    index_type sequences = 0;
-    for (index_type i = 0; i < rows; ++i)
-        sequences += std::any_of(mask + i * cols, mask + (i + 1) * cols, [](float m) { return m != 0; });
-    const float inverse = sequences ? 1.0f / static_cast<float>(sequences) : 0.0f;
-    float loss = 0;
+// the rows with a token (their count given, as verl-new passes global_batch_size);
+// ∂/∂x = −a·w·m/sequences. ppo_kl: the masked mean of old − x, old the rollout's log-probs.
+inline policy_loss_values reinforce_is(const float* x, const float* old, const float* w, const float* mask,
+                                       const float* advantages, float* gradient, index_type rows, index_type cols,
+                                       float tokens, float sequences) {
+    const float inverse = sequences > 0 ? 1.0f / sequences : 0.0f;
+    batch total(0.0f), log_ratio(0.0f);
     for (index_type i = 0; i < rows; ++i) {
         const index_type first = i * cols;
         const batch a(-advantages[i] * inverse);
-        loss += sum(cols, [&](index_type j, index_type c) {
-            const batch slope = a * load(w + first + j, c) * load(mask + first + j, c);
+        each(cols, [&](index_type j, index_type c) {
+            const batch xv = load(x + first + j, c), m = load(mask + first + j, c);
+            const batch slope = a * load(w + first + j, c) * m;
             store(gradient + first + j, slope, c);
-            return slope * load(x + first + j, c);
+            total += slope * xv;
+            log_ratio -= m * (xv - load(old + first + j, c));
         });
     }
-    return loss;
+    return {core::horizontal_sum(total), 0.0f, 0.0f, core::horizontal_sum(log_ratio) / tokens};
 }
 
 // verl kl_cov (k = 0.1) and clip_cov (ε = 0.2) given the selected tokens s, token mean, no clamp:
 //   kl_cov:   ℓ = −a·e^d + k·|d|·s,          ∂ℓ/∂x = −a·e^d + k·sign(d)·s
 //   clip_cov: ℓ = max(−a·r, −a·clamp(r, 1 ± ε))·(1 − s), r = e^d; ∂ℓ/∂x = −a·r·(1 − s) where
-//             the unclipped side is taken, else 0
+//             the unclipped side is taken, else 0; pg_clipfrac the share on the clipped side
+// ppo_kl, both: the masked mean of −d.
 template <bool clip>
-float covariance_loss(const float* x, const float* old, const float* mask, const float* selection,
-                      const float* advantages, float* gradient, index_type rows, index_type cols, float tokens) {
+policy_loss_values covariance_loss(const float* x, const float* old, const float* mask, const float* selection,
+                                   const float* advantages, float* gradient, index_type rows, index_type cols,
+                                   float tokens) {
     const batch zero(0.0f), one(1.0f), scale(1.0f / tokens);
-    batch total(0.0f);
+    batch total(0.0f), clipped(0.0f), log_ratio(0.0f);
     for (index_type i = 0; i < rows; ++i) {
         const batch a(advantages[i]);
         each(cols, [&](index_type j, index_type c) {
@@ -574,20 +585,23 @@ float covariance_loss(const float* x, const float* old, const float* mask, const
             batch loss, slope;
             if (clip) {
                 const batch unclipped = -a * r,
-                            clipped = -a * core::minimum(core::maximum(r, batch(0.8f)), batch(1.2f));
-                const auto on_clip = clipped > unclipped;
-                loss = xsimd::select(on_clip, clipped, unclipped) * (one - s);
+                            clipped_side = -a * core::minimum(core::maximum(r, batch(0.8f)), batch(1.2f));
+                const auto on_clip = clipped_side > unclipped;
+                loss = xsimd::select(on_clip, clipped_side, unclipped) * (one - s);
                 slope = xsimd::select(on_clip, zero, unclipped * (one - s));
+                clipped += xsimd::select(on_clip, m, zero);
             } else {
                 const batch sign = xsimd::select(d > zero, one, xsimd::select(d < zero, -one, zero));
                 loss = -a * r + batch(0.1f) * xsimd::abs(d) * s;
                 slope = -a * r + batch(0.1f) * sign * s;
             }
             total += loss * m;
+            log_ratio -= m * d;
             store(gradient + k, slope * m * scale, c);
         });
     }
-    return core::horizontal_sum(total) / tokens;
+    return {core::horizontal_sum(total) / tokens, core::horizontal_sum(clipped) / tokens, 0.0f,
+            core::horizontal_sum(log_ratio) / tokens};
 }
 
 // GRPO-family advantages per group, as plain loops over each group's samples: the group's mean
