@@ -408,15 +408,17 @@ TEST_CASE("policy_loss writes a large aligned gradient with streaming stores, bi
     CHECK(max_abs(std::vector<double>(streamed, streamed + 1000)) > 0);
 }
 
-TEMPLATE_TEST_CASE("policy_loss without KL: the fused sequence and REINFORCE steps over tails, masks and empty rows",
-                   "[loss][policy_loss]", float, double, Eigen::bfloat16) {
-    // Without KL, ppo_clip, sapo_sequence, vespo and reinforce compute the surrogate inside the step:
-    // the reference and finite differences, then bit for bit the chunk-buffer path (use_kl_loss with
-    // β = 0 and k1 adds 0·1 to each derivative, which changes no value) and any thread count.
+TEMPLATE_TEST_CASE("policy_loss without KL: the fused steps over tails, masks and empty rows", "[loss][policy_loss]",
+                   float, double, Eigen::bfloat16) {
+    // Without KL, ppo_clip, sapo_sequence, vespo, reinforce, dppo_tv, kl_cov and clip_cov compute the
+    // surrogate inside the step: the reference and finite differences (for kl_cov and clip_cov, which
+    // need a selection, tests/loss/corrections.cpp), then bit for bit the chunk-buffer path (use_kl_loss
+    // with β = 0 and k1 adds 0·1 to each derivative, which changes no value) and any thread count.
     std::uint32_t seed = 1300;
     for (const index_type cols : {1, 15, 16, 17, 33, 255, 256, 257, 300}) {
-        for (const auto surrogate : {surrogate_mode::ppo_clip, surrogate_mode::sapo_sequence, surrogate_mode::vespo,
-                                     surrogate_mode::reinforce}) {
+        for (const auto surrogate :
+             {surrogate_mode::ppo_clip, surrogate_mode::sapo_sequence, surrogate_mode::vespo, surrogate_mode::reinforce,
+              surrogate_mode::dppo_tv, surrogate_mode::kl_cov, surrogate_mode::clip_cov}) {
             for (const bool entropy : {false, true}) {
                 const auto aggregation = all_aggregations[seed % all_aggregations.size()];
                 auto options = options_for(surrogate, aggregation, loss::kl_estimator::k1, false);
@@ -424,9 +426,11 @@ TEMPLATE_TEST_CASE("policy_loss without KL: the fused sequence and REINFORCE ste
                 options.entropy_coefficient = entropy ? 0.01 : 0.0;
                 // vespo's defaults overflow φ on rows this long; a λ that keeps it finite.
                 options.surrogate.vespo_lambda_positive = options.surrogate.vespo_lambda_negative = 1e-4;
+                if (surrogate == surrogate_mode::dppo_tv) options.surrogate.dual_clip = 1.3;  // truncates some ratios
+                const bool covariance = surrogate == surrogate_mode::kl_cov || surrogate == surrogate_mode::clip_cov;
                 const index_type rows = 5;  // row 1 is empty (make_data)
                 const bool per_sample = (seed & 1) != 0;
-                check_policy_loss<TestType>(options, rows, cols, cols % 2, per_sample, seed);
+                if (!covariance) check_policy_loss<TestType>(options, rows, cols, cols % 2, per_sample, seed);
 
                 INFO("surrogate " << static_cast<int>(surrogate) << " cols " << cols << " entropy " << entropy);
                 const auto d = make_data(rows, cols, seed, per_sample);
@@ -436,6 +440,10 @@ TEMPLATE_TEST_CASE("policy_loss without KL: the fused sequence and REINFORCE ste
                                                               : test_matrix<TestType>(rows, cols, d.advantages, 0);
                 loss::policy_inputs<TestType> inputs{x.view,    old.view, advantages.view,
                                                      mask.view, ref.view, entropies.view};
+                std::vector<double> chosen(static_cast<std::size_t>(rows * cols));
+                for (std::size_t k = 0; k < chosen.size(); ++k) chosen[k] = k % 5 == 2 ? 1.0 : 0.0;
+                test_matrix<TestType> selection(rows, cols, chosen, 1);
+                if (covariance) inputs.selection = selection.view;
                 const auto run = [&](const loss::policy_loss_options& o, std::vector<double>& g) {
                     test_matrix<TestType> gradient(rows, cols, 0);
                     const auto result = loss::policy_loss(inputs, gradient.view, {}, o);
@@ -454,6 +462,7 @@ TEMPLATE_TEST_CASE("policy_loss without KL: the fused sequence and REINFORCE ste
                 CHECK(fused.policy_loss == buffered.policy_loss);
                 CHECK(fused.entropy_loss == buffered.entropy_loss);
                 CHECK(fused.metrics.clip_fraction == buffered.metrics.clip_fraction);
+                CHECK(fused.metrics.clip_fraction_lower == buffered.metrics.clip_fraction_lower);
                 CHECK(fused.metrics.approx_kl == buffered.metrics.approx_kl);
                 CHECK(fused.metrics.token_count == buffered.metrics.token_count);
                 CHECK(fused.sequence_count == buffered.sequence_count);

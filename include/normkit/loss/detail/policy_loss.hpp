@@ -20,10 +20,10 @@
 namespace normkit::loss::detail {
 
 // The terms a pass computes. fused: the surrogate `mode` is computed inside the step (no per-chunk
-// buffers): PPO clip, the common case, with every KL variant, and without KL the sequence forms
-// whose per-token work is a broadcast (sapo_sequence, vespo) and reinforce; the other surrogates go
-// through surrogate_chunk, so only one of them is instantiated per KL variant. Both forms give the
-// same bits: the step evaluates the same surrogate_batch on the same batches.
+// buffers): PPO clip, the common case, with every KL variant, and without KL the framework losses
+// of the presets (sapo_sequence, vespo, reinforce, dppo_tv, kl_cov, clip_cov); the other surrogates
+// go through surrogate_chunk, so only one of them is instantiated per KL variant. Both forms give
+// the same bits: the step evaluates the same surrogate_batch and select_terms on the same batches.
 template <kl_estimator Estimator, bool StraightThrough, bool Kl, bool Entropy, bool Fused,
           surrogate_mode Mode = surrogate_mode::ppo_clip>
 struct policy_loss_variant {
@@ -33,6 +33,8 @@ struct policy_loss_variant {
     // The fused sapo_sequence pass reads x and old in the row's sequence sweep only: its ℓ and
     // ∂ℓ/∂x are per-row values, and that sweep also takes the metric Σ m·(old − x).
     static constexpr bool sequence_sweep_only = Fused && Mode == surrogate_mode::sapo_sequence;
+    // The covariance modes read policy_inputs::selection; unfused, the mode is known at run time only.
+    static constexpr bool selects = !Fused || Mode == surrogate_mode::kl_cov || Mode == surrogate_mode::clip_cov;
 };
 
 // The pass moves five times the gradient's bytes (four inputs and the gradient), so past this many
@@ -169,10 +171,16 @@ template <class V, class T, class C = core::compute_t<T>>
     const auto bad = k.binary ? (selected & (mv != one)) : ~((mv >= zero) & (mv < infinity));
     batch<C> ell, g;
     surrogate_step<V>(k, chunk, buffers, i, c, mv, selected, state, metrics, ell, g);
-    // kl_cov and clip_cov, the modes with a selection, are never fused.
-    if (!V::fused && chunk.selection)
-        select_step(k.surrogate, core::load(chunk.selection + i, c), core::load(chunk.x + i, c),
-                    core::load(chunk.old + i, c), ell, g);
+    if constexpr (V::selects) {
+        if (chunk.selection) {
+            const auto s = core::load(chunk.selection + i, c), x = core::load(chunk.x + i, c),
+                       old = core::load(chunk.old + i, c);
+            if constexpr (V::fused)
+                select_terms<V::mode == surrogate_mode::clip_cov>(k.surrogate, s, x, old, ell, g);
+            else
+                select_step(k.surrogate, s, x, old, ell, g);
+        }
+    }
     if (chunk.is_weights) {  // the rollout correction weighs the surrogate only, not KL or entropy
         const auto w = core::load(chunk.is_weights + i, c);
         ell *= w;
@@ -315,6 +323,12 @@ const double* run_policy_loss(const policy_loss_pass<T>& pass) {
                 return without_kl(std::true_type{}, std::integral_constant<M, M::vespo>{});
             case M::reinforce:
                 return without_kl(std::true_type{}, std::integral_constant<M, M::reinforce>{});
+            case M::dppo_tv:
+                return without_kl(std::true_type{}, std::integral_constant<M, M::dppo_tv>{});
+            case M::kl_cov:
+                return without_kl(std::true_type{}, std::integral_constant<M, M::kl_cov>{});
+            case M::clip_cov:
+                return without_kl(std::true_type{}, std::integral_constant<M, M::clip_cov>{});
             default:
                 return without_kl(std::false_type{}, std::integral_constant<M, M::ppo_clip>{});
         }

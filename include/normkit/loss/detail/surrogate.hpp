@@ -566,22 +566,33 @@ void surrogate_chunk(const surrogate_parameters<C>& p, const sequence_state<C>& 
 
 // The covariance modes' per-token step on a selected token (s ≠ 0): kl_cov adds c·|d| (d = x − x_old,
 // ∂ = c·sign(d), 0 at d = 0 as torch.abs), clip_cov drops the token's loss and gradient.
+template <bool Clip, class C>
+[[gnu::always_inline]] inline void select_terms(const surrogate_parameters<C>& p, const core::batch<C>& s,
+                                                const core::batch<C>& x, const core::batch<C>& old,
+                                                core::batch<C>& loss, core::batch<C>& derivative) {
+    using core::batch;
+    const batch<C> zero(C(0)), one(C(1));
+    const auto selected = s != zero;
+    if constexpr (Clip) {
+        loss = xsimd::select(selected, zero, loss);
+        derivative = xsimd::select(selected, zero, derivative);
+    } else {
+        const batch<C> d = x - old, c(p.kl_cov);
+        const batch<C> sign = xsimd::select(d > zero, one, xsimd::select(d < zero, -one, zero));
+        core::add_where(loss, selected, c * absolute(d));
+        core::add_where(derivative, selected, c * sign);
+    }
+}
+
+// select_terms of the mode p holds (kl_cov or clip_cov).
 template <class C>
 [[gnu::always_inline]] inline void select_step(const surrogate_parameters<C>& p, const core::batch<C>& s,
                                                const core::batch<C>& x, const core::batch<C>& old, core::batch<C>& loss,
                                                core::batch<C>& derivative) {
-    using core::batch;
-    const batch<C> zero(C(0)), one(C(1));
-    const auto selected = s != zero;
-    if (p.mode == surrogate_mode::clip_cov) {
-        loss = xsimd::select(selected, zero, loss);
-        derivative = xsimd::select(selected, zero, derivative);
-        return;
-    }
-    const batch<C> d = x - old, c(p.kl_cov);
-    const batch<C> sign = xsimd::select(d > zero, one, xsimd::select(d < zero, -one, zero));
-    core::add_where(loss, selected, c * absolute(d));
-    core::add_where(derivative, selected, c * sign);
+    if (p.mode == surrogate_mode::clip_cov)
+        select_terms<true>(p, s, x, old, loss, derivative);
+    else
+        select_terms<false>(p, s, x, old, loss, derivative);
 }
 
 // select_step over a chunk's buffers (the standalone surrogate).
