@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 namespace normkit::norm::detail {
@@ -45,13 +46,67 @@ inline void require_labels(const vector_view<const index_type>& labels, index_ty
                       " is not a class of logits with ", classes, " columns");
 }
 
+// Σx² (in sum_t<T>) and max x of a row (n ≥ 1), in one sweep.
+template <class T>
+std::pair<core::sum_t<T>, core::compute_t<T>> row_squares_and_max(const T* x, index_type n) {
+    using C = core::compute_t<T>;
+    const core::batch<C> lowest(-std::numeric_limits<C>::infinity());
+    core::batch<C> largest = lowest;
+    const auto squares = core::accumulate_squares<1, T>(n, [&](index_type i, index_type count, auto& sums) {
+        const auto value = core::load(x + i, count);
+        core::add_squares(sums[0], value);
+        largest = core::maximum(
+            largest, count == core::width<C> ? value : xsimd::select(core::lanes_below<C>(count), value, lowest));
+    })[0];
+    return {squares, core::horizontal_max(largest)};
+}
+
+// One row's loss ℓ, and with `out` its gradient w·∂ℓ/∂f; `exps` (n values, given with out) holds
+// exp(z − max z) between the partition-function sweep and the gradient sweep, so exp is taken once
+// a logit: p = exp(z − max z)/Σ.
+template <class T, class C = core::compute_t<T>>
+C logit_norm_row(const T* in, index_type label, index_type n, C temperature, C delta, C weight, C* exps, T* out,
+                 vector_view<statistic_t<T>> losses, index_type row) {
+    using core::batch;
+    const auto [squares, largest] = row_squares_and_max(in, n);
+    const C norm = static_cast<C>(std::sqrt(squares));
+    const C shifted_norm = norm + delta;
+    const C scale = C(1) / (temperature * shifted_norm);
+    // z − max z = (f − max f)·scale: exact for equal logits, whatever the compiler contracts.
+    const batch<C> scale_b(scale), largest_b(largest);
+    // Σ exp(z − max z) and Σ exp(z − max z)·f: the partition function and ⟨p, f⟩.
+    const auto sums = core::sum_batches<2, C>(n, [&](index_type i, index_type count) {
+        const auto value = core::load(in + i, count);
+        const auto e = core::keep_lanes(core::exp((value - largest_b) * scale_b), count);
+        if (exps) core::store(exps + i, e, count);
+        return std::array<batch<C>, 2>{e, e * value};
+    });
+    const C label_logit = core::to_compute(in[label]);
+    const C loss = (largest - label_logit) * scale + std::log(sums[0]);
+    if (!losses.empty()) losses[row] = loss;
+    if (!out) return loss;
+    // ⟨g, f⟩ with g = w·(p − e_y); the f-direction is removed once per row.
+    const C g_dot_f = weight * (sums[1] / sums[0] - label_logit);
+    const C along_f = norm > 0 ? g_dot_f / (shifted_norm * norm) : C(0);
+    // w·p = exp(z − max z)·(w/Σ): two roundings, where exp(z − max z − log Σ) would carry the
+    // rounding of its argument (ulp(log Σ), 8 ulp of p at K = 1000).
+    const C weight_over_sum = weight / sums[0];
+    const C p_label = exps[label] / sums[0];
+    const batch<C> weighted_b(weight_over_sum), along_f_b(along_f);
+    core::for_each_batch<C>(n, [&](index_type i, index_type count) {
+        const auto p_weighted = core::load(exps + i, count) * weighted_b;
+        core::store(out + i, scale_b * (p_weighted - core::load(in + i, count) * along_f_b), count);
+    });
+    out[label] = core::from_compute<T>(scale * (weight * (p_label - C(1)) - label_logit * along_f));
+    return loss;
+}
+
 template <class T>
 statistic_t<T> logit_norm_loss(matrix_view<const T> logits, vector_view<const index_type> labels,
                                matrix_view<T> gradient, vector_view<statistic_t<T>> losses,
                                const logit_norm_options& options) {
     using C = core::compute_t<T>;
     using S = statistic_t<T>;
-    using core::batch;
     core::require_data("logits", logits);
     core::require_optional_like("gradient", gradient, "logits", logits);
     core::require_positive_finite("temperature", options.temperature);
@@ -67,39 +122,18 @@ statistic_t<T> logit_norm_loss(matrix_view<const T> logits, vector_view<const in
 
     const S* total =
         core::reduce_rows<S>(logits.rows, 1, options.threads, [&](index_type begin, index_type end, S* partial) {
+            // exp(z − max z) of a row, kept for the gradient pass: the gradient row itself when it
+            // holds the compute type, else a row of this thread's own.
+            std::vector<C> row_buffer(std::is_same_v<T, C> || gradient.empty() ? 0 : static_cast<std::size_t>(n));
             for (index_type row = begin; row < end; ++row) {
                 const T* in = logits.row(row);
-                const index_type label = labels[row];
-                const C norm = static_cast<C>(std::sqrt(core::row_sum_of_squares(in, n)));
-                const C shifted_norm = norm + delta;
-                const C scale = C(1) / (temperature * shifted_norm);
-                // z − max z = (f − max f)·scale: exact for equal logits, whatever the compiler contracts.
-                const C largest = row_extremes(in, n).first;
-                const batch<C> scale_b(scale), largest_b(largest);
-                // Σ exp(z − max z) and Σ exp(z − max z)·f: the partition function and ⟨p, f⟩.
-                const auto sums = core::sum_batches<2, C>(n, [&](index_type i, index_type count) {
-                    const auto value = core::load(in + i, count);
-                    const auto e = core::keep_lanes(core::exp((value - largest_b) * scale_b), count);
-                    return std::array<batch<C>, 2>{e, e * value};
-                });
-                const C label_logit = core::to_compute(in[label]);
-                const C log_sum = std::log(sums[0]);
-                const C loss = (largest - label_logit) * scale + log_sum;
-                if (!losses.empty()) losses[row] = loss;
-                partial[0] += loss;
-                if (gradient.empty()) continue;
-                // ⟨g, f⟩ with g = w·(p − e_y); the f-direction is removed once per row.
-                const C g_dot_f = weight * (sums[1] / sums[0] - label_logit);
-                const C along_f = norm > 0 ? g_dot_f / (shifted_norm * norm) : C(0);
-                const batch<C> weight_b(weight), along_f_b(along_f), log_sum_b(log_sum);
-                T* out = gradient.row(row);
-                core::for_each_batch<C>(n, [&](index_type i, index_type count) {
-                    const auto value = core::load(in + i, count);
-                    const auto p = core::exp((value - largest_b) * scale_b - log_sum_b);
-                    core::store(out + i, scale_b * (weight_b * p - value * along_f_b), count);
-                });
-                const C p_label = std::exp((label_logit - largest) * scale - log_sum);
-                out[label] = core::from_compute<T>(scale * (weight * (p_label - C(1)) - label_logit * along_f));
+                T* out = gradient.empty() ? nullptr : gradient.row(row);
+                C* exps = nullptr;
+                if constexpr (std::is_same_v<T, C>)
+                    exps = out;
+                else
+                    exps = out ? row_buffer.data() : nullptr;
+                partial[0] += logit_norm_row(in, labels[row], n, temperature, delta, weight, exps, out, losses, row);
             }
         });
     return total[0] / static_cast<S>(logits.rows);
