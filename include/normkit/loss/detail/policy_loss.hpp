@@ -19,6 +19,11 @@
 
 namespace normkit::loss::detail {
 
+// The surrogates the pass without KL computes fused (see policy_loss_variant).
+using fused_without_kl = surrogate_mode_list<surrogate_mode::ppo_clip, surrogate_mode::sapo_sequence,
+                                             surrogate_mode::vespo, surrogate_mode::reinforce, surrogate_mode::dppo_tv,
+                                             surrogate_mode::kl_cov, surrogate_mode::clip_cov>;
+
 // The terms a pass computes. fused: the surrogate `mode` is computed inside the step (no per-chunk
 // buffers): PPO clip, the common case, with every KL variant, and without KL the framework losses
 // of the presets (sapo_sequence, vespo, reinforce, dppo_tv, kl_cov, clip_cov); the other surrogates
@@ -314,24 +319,12 @@ const double* run_policy_loss(const policy_loss_pass<T>& pass) {
                 entropy);
         };
         using M = surrogate_mode;
-        switch (options.surrogate.mode) {
-            case M::ppo_clip:
-                return without_kl(std::true_type{}, std::integral_constant<M, M::ppo_clip>{});
-            case M::sapo_sequence:
-                return without_kl(std::true_type{}, std::integral_constant<M, M::sapo_sequence>{});
-            case M::vespo:
-                return without_kl(std::true_type{}, std::integral_constant<M, M::vespo>{});
-            case M::reinforce:
-                return without_kl(std::true_type{}, std::integral_constant<M, M::reinforce>{});
-            case M::dppo_tv:
-                return without_kl(std::true_type{}, std::integral_constant<M, M::dppo_tv>{});
-            case M::kl_cov:
-                return without_kl(std::true_type{}, std::integral_constant<M, M::kl_cov>{});
-            case M::clip_cov:
-                return without_kl(std::true_type{}, std::integral_constant<M, M::clip_cov>{});
-            default:
-                return without_kl(std::false_type{}, std::integral_constant<M, M::ppo_clip>{});
-        }
+        const double* totals = nullptr;
+        if (with_surrogate_mode(
+                options.surrogate.mode, [&](auto mode) { totals = without_kl(std::true_type{}, mode); },
+                fused_without_kl{}))
+            return totals;
+        return without_kl(std::false_type{}, std::integral_constant<M, M::ppo_clip>{});
     }
     return with_kl_estimator(options.kl, [&](auto estimator, auto straight) {
         return core::with_flags(
