@@ -144,6 +144,34 @@ TEST_CASE("selective_classification_score matches the reference", "[logit_norm][
     }
 }
 
+TEST_CASE("selective_classification_score, p = 2: within 1 ulp of float64 on long offset rows",
+          "[logit_norm][selective][accuracy]") {
+    // The p = 2 score comes from the row's moments in double (no sum in float), so float and
+    // 16-bit rows keep one rounding from the exact score, however long and far from zero.
+    const index_type rows = 5;
+    for (index_type classes : tail_dims) {
+        for (double offset : {0.0, 100.0, 1e4}) {  // 1e4: bf16 rows of σ = 2 are nearly constant there
+            INFO("classes " << classes << " offset " << offset);
+            const auto logits = random_values(rows * classes, 3 + classes, offset, 2.0);
+            std::vector<float> scores(rows);
+            const auto check = [&](const std::vector<double>& stored) {
+                const auto expected = reference::selective_score(stored, rows, classes, 2.0);
+                for (index_type i = 0; i < rows; ++i) {
+                    const float e = static_cast<float>(expected[i]);
+                    const double ulp = static_cast<double>(std::nextafter(e, INFINITY) - e);
+                    CHECK(std::abs(static_cast<double>(scores[i]) - expected[i]) <= ulp);
+                }
+            };
+            test_matrix<float> as_float(rows, classes, logits, 3);
+            norm::selective_classification_score(as_float.view, scores);
+            check(as_float.values());
+            test_matrix<Eigen::bfloat16> as_bf16(rows, classes, logits, 1);
+            norm::selective_classification_score(as_bf16.view, scores);
+            check(as_bf16.values());
+        }
+    }
+}
+
 TEST_CASE("selective_classification_score properties", "[logit_norm][selective]") {
     const index_type rows = 20, classes = 37;
     const auto logits = random_values(rows * classes, 21, 0.0, 2.0);

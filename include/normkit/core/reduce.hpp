@@ -90,14 +90,14 @@ inline sum_t<T> row_dot(const T* x, const U* y, index_type n) {
     })[0];
 }
 
-// The step that adds d = x − c and d² for the batch of x at i to two sum_t accumulators. For float
-// rows d is formed in double, so it is exact whatever the distance to c; otherwise in C (exact
-// for |μ| ≫ σ, Sterbenz). Lanes at and beyond `count` add nothing.
-template <class T>
+// The step that adds d = x − c and d² for the batch of x at i to two accumulators of W (sum_t by
+// default). With W wider than C (float rows, or a caller's double sums of 16-bit rows) d is formed
+// in W, so it is exact whatever the distance to c; otherwise in C (exact for |μ| ≫ σ, Sterbenz).
+// Lanes at and beyond `count` add nothing.
+template <class T, class W = sum_t<T>>
 [[gnu::always_inline]] inline void add_centered(const T* x, index_type i, index_type count, compute_t<T> center,
-                                                batch<sum_t<T>>& sum, batch<sum_t<T>>& sum_of_squares) {
+                                                batch<W>& sum, batch<W>& sum_of_squares) {
     using C = compute_t<T>;
-    using W = sum_t<T>;
     if constexpr (std::is_same_v<W, C>) {
         const auto d = keep_lanes(load(x + i, count) - batch<C>(center), count);
         sum += d;
@@ -114,13 +114,12 @@ template <class T>
     }
 }
 
-// Σ(x − center) and Σ(x − center)², in sum_t<T>.
-template <class T>
-inline std::array<sum_t<T>, 2> row_centered_sums(const T* x, index_type n, compute_t<T> center) {
-    using W = sum_t<T>;
+// Σ(x − center) and Σ(x − center)², in W (sum_t<T> by default).
+template <class T, class W = sum_t<T>>
+inline std::array<W, 2> row_centered_sums(const T* x, index_type n, compute_t<T> center) {
     return accumulate_batches<2, compute_t<T>, W>(n,
                                                   [&](index_type i, index_type count, std::array<batch<W>, 2>& sums) {
-                                                      add_centered(x, i, count, center, sums[0], sums[1]);
+                                                      add_centered<T, W>(x, i, count, center, sums[0], sums[1]);
                                                   });
 }
 
@@ -134,27 +133,27 @@ struct centered_moments {
 };
 
 // How many bits of the spread σ² + δ² the subtraction of δ² may cancel before the row is summed
-// again (see above): two for sums in the compute type, twenty for the double sums of float rows.
-template <class T>
-inline constexpr int spared_bits_v = std::is_same_v<sum_t<T>, compute_t<T>> ? 2 : 20;
+// again (see above): two for sums in the compute type, twenty for double sums of float values.
+template <class C, class W>
+inline constexpr int spared_bits_in = std::is_same_v<W, C> ? 2 : 20;
 
 // The rest of row_moments once its first sweep has summed x − center (center = x₀). A row whose
-// σ² would keep less than 2^−spared_bits_v of its spread is summed again around c + δ.
-template <class T>
-inline centered_moments<compute_t<T>, sum_t<T>> moments_after_first_sweep(const T* x, index_type n, compute_t<T> center,
-                                                                          std::array<sum_t<T>, 2> sums) {
+// σ² would keep less than 2^−spared_bits_in of its spread is summed again around c + δ. The sums
+// are in W: sum_t<T> by default, or double for a caller that sums 16-bit rows in double.
+template <class T, class W = sum_t<T>>
+inline centered_moments<compute_t<T>, W> moments_after_first_sweep(const T* x, index_type n, compute_t<T> center,
+                                                                   std::array<W, 2> sums) {
     using C = compute_t<T>;
-    using W = sum_t<T>;
     const W count = static_cast<W>(n);
     W shift = sums[0] / count;
     W spread = sums[1] / count;  // σ² + δ²
     // One fma: left as spread − shift·shift, GCC contracted it in some inlined copies and not in
     // others, and fp16 LayerNorm rows streamed and not streamed got rstds a bit apart (tested).
     W variance = std::fma(-shift, shift, spread);
-    constexpr W spared = W(1) / W(1 << spared_bits_v<T>);
+    constexpr W spared = W(1) / W(1 << spared_bits_in<C, W>);
     if (!(variance >= spared * spread)) {
         center = static_cast<C>(center + shift);
-        sums = row_centered_sums(x, n, center);
+        sums = row_centered_sums<T, W>(x, n, center);
         shift = sums[0] / count;
         spread = sums[1] / count;
         variance = std::fma(-shift, shift, spread);

@@ -20,7 +20,10 @@
 //     shifting of the logits. A constant row (z̃ = 0, including K = 1) gets
 //     s = 0, below every non-constant row: it expresses no preference at all.
 //     p > 0 (p ≥ 1 for a norm; infinity allowed). ‖z̃‖_p is formed as
-//     m·(Σ(|z̃|/m)^p)^(1/p) with m = max|z̃|, so p = 10 cannot overflow.
+//     m·(Σ(|z̃|/m)^p)^(1/p) with m = max|z̃|, so p = 10 cannot overflow; for
+//     p = 2 (the default) as √(K·σ²) from the row's moments (core/reduce.hpp,
+//     in double for float rows), one sweep over the row and, for float and
+//     16-bit rows, within 1 ulp of the float64 score.
 //
 //     AURC (Geifman, Uziel & El-Yaniv 2019): sort samples by decreasing score;
 //     with risk(k) = (losses of the k most confident)/k,

@@ -16,26 +16,45 @@
 
 namespace normkit::norm::detail {
 
-// max_k x_k and min_k x_k over a row (n ≥ 1).
+// A row's moments (n ≥ 1) and max x, both from row_moments' first sweep; the sums in double for
+// every storage type (16-bit rows too, whose sum_t is float), so that the p = 2 score is one
+// rounding from the float64 one at any row length.
 template <class T>
-std::pair<core::compute_t<T>, core::compute_t<T>> row_extremes(const T* x, index_type n) {
+struct moments_and_max {
+    core::centered_moments<core::compute_t<T>, double> moments;
+    core::compute_t<T> largest;
+};
+
+template <class T>
+moments_and_max<T> row_moments_and_max(const T* x, index_type n) {
     using C = core::compute_t<T>;
+    using W = double;
     using core::batch;
-    const batch<C> lowest(-std::numeric_limits<C>::infinity()), highest(std::numeric_limits<C>::infinity());
-    batch<C> largest = lowest, smallest = highest;
+    const C center = core::to_compute(x[0]);
+    const batch<C> lowest(-std::numeric_limits<C>::infinity());
+    batch<C> largest = lowest;
+    const auto sums =
+        core::accumulate_batches<2, C, W>(n, [&](index_type i, index_type count, std::array<batch<W>, 2>& sums) {
+            core::add_centered<T, W>(x, i, count, center, sums[0], sums[1]);
+            const auto value = core::load(x + i, count);
+            largest = core::maximum(
+                largest, count == core::width<C> ? value : xsimd::select(core::lanes_below<C>(count), value, lowest));
+        });
+    return {core::moments_after_first_sweep<T, W>(x, n, center, sums), core::horizontal_max(largest)};
+}
+
+// min x over a row (n ≥ 1): min(x) = −max(−x), exactly (negation rounds nothing).
+template <class T>
+core::compute_t<T> row_minimum(const T* x, index_type n) {
+    using C = core::compute_t<T>;
+    const core::batch<C> lowest(-std::numeric_limits<C>::infinity());
+    core::batch<C> largest = lowest;
     core::for_each_batch<C>(n, [&](index_type i, index_type count) {
-        const auto value = core::load(x + i, count);
-        if (count == core::width<C>) {
-            largest = core::maximum(largest, value);
-            smallest = core::minimum(smallest, value);
-        } else {
-            const auto inside = core::lanes_below<C>(count);
-            largest = core::maximum(largest, xsimd::select(inside, value, lowest));
-            smallest = core::minimum(smallest, xsimd::select(inside, value, highest));
-        }
+        const auto negated = -core::load(x + i, count);
+        largest = core::maximum(
+            largest, count == core::width<C> ? negated : xsimd::select(core::lanes_below<C>(count), negated, lowest));
     });
-    // min(x) = −max(−x), exactly: negation rounds nothing.
-    return {core::horizontal_max(largest), -core::horizontal_max(-smallest)};
+    return -core::horizontal_max(largest);
 }
 
 inline void require_labels(const vector_view<const index_type>& labels, index_type rows, index_type classes) {
@@ -159,18 +178,33 @@ void selective_classification_score(matrix_view<const T> logits, vector_view<sta
                 scores[row] = 0;
                 continue;
             }
-            const C mean = static_cast<C>(core::row_moments(in, n).mean);
-            const auto [largest, smallest] = row_extremes(in, n);
-            // A NaN makes the mean NaN, a ±inf an extreme infinite: the score of such a row is NaN.
-            if (!std::isfinite(mean) || !std::isfinite(largest) || !std::isfinite(smallest)) {
+            const auto [moments, largest] = row_moments_and_max(in, n);
+            const C mean = static_cast<C>(moments.mean);
+            // A NaN or −inf makes the mean NaN or infinite, a +inf the maximum: the score of such
+            // a row is NaN.
+            if (!std::isfinite(mean) || !std::isfinite(largest)) {
                 scores[row] = std::numeric_limits<C>::quiet_NaN();
                 continue;
             }
-            const C top = largest - mean, magnitude = std::max(largest - mean, mean - smallest);
-            if (!(magnitude > 0) || !(top > 0)) {
+            const C top = largest - mean;
+            if (!(top > 0)) {
                 scores[row] = 0;  // a constant row (top > 0 whenever the row is not constant)
                 continue;
             }
+            // p = 2 from the moments, with no further sweep: ‖z̃‖₂² = n·σ², in double. Where a
+            // square may have gone subnormal or infinite (double rows near the ends of their range)
+            // the scaled sum below is taken instead.
+            if (order == C(2) && !infinite) {
+                using W = double;
+                const W squares = static_cast<W>(n) * moments.variance;
+                const W smallest_safe =
+                    std::numeric_limits<W>::min() / std::numeric_limits<W>::epsilon() * static_cast<W>(n);
+                if (squares >= smallest_safe && squares <= std::numeric_limits<W>::max()) {
+                    scores[row] = static_cast<C>((static_cast<W>(largest) - moments.mean) / std::sqrt(squares));
+                    continue;
+                }
+            }
+            const C magnitude = std::max(top, mean - row_minimum(in, n));
             C relative_norm = 1;  // ‖z̃‖_p / m
             if (!infinite) {
                 const batch<C> mean_b(mean), inverse(C(1) / magnitude), order_b(order);
