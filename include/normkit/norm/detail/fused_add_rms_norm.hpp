@@ -12,13 +12,36 @@
 
 namespace normkit::norm::detail {
 
+// One row of the forward: h = x + residual, stored over the residual as T, then y = r·h⊙w_eff
+// (w_eff = w + one) with r = 1/√(Σh²/n + ε) of h as stored (the sums row_sum_of_squares takes over
+// the stored row). Returns r. Every value is a parameter, not a closure's member (see
+// rms_norm_backward_row): the stores of h and y may alias anything, and captured pointers were
+// reloaded after each one.
+template <bool has_weight, bool llama, class T, class C, class W>
+[[gnu::always_inline]] inline C fused_add_rms_norm_forward_row(const T* in, T* stream, const T* w, core::batch<C> one,
+                                                               W eps, index_type n, T* out) {
+    const W sum_of_squares = core::accumulate_squares<1, T>(n, [=](index_type i, index_type count, auto& sums) {
+        const auto h = core::round_to<T>(core::load(in + i, count) + core::load(stream + i, count));
+        core::store(stream + i, h, count);
+        core::add_squares(sums[0], h);
+    })[0];
+    const C r = core::inverse_rms<C>(sum_of_squares, n, eps);
+    const core::batch<C> scale(r);
+    core::for_each_batch<C>(n, [=](index_type i, index_type count) {
+        auto value = core::load(stream + i, count) * scale;
+        if constexpr (llama) value = core::round_to<T>(value);
+        if constexpr (has_weight) value *= core::load(w + i, count) + one;
+        core::store(out + i, value, count);
+    });
+    return r;
+}
+
 template <class T>
 void fused_add_rms_norm_forward(matrix_view<const T> x, vector_view<const T> weight, matrix_view<T> residual,
                                 matrix_view<T> y, vector_view<statistic_t<T>> saved_rstd,
                                 const rms_norm_options& options) {
     using C = core::compute_t<T>;
     using W = core::sum_t<T>;
-    using core::batch;
     core::require_forward_rows(x, y);
     core::require_like("residual", residual, "input", x);
     core::require_parameter("weight", weight, x.cols);
@@ -30,32 +53,16 @@ void fused_add_rms_norm_forward(matrix_view<const T> x, vector_view<const T> wei
     const index_type n = x.cols;
     if (n == 0) return;
     const W eps = core::eps_in<T>(options.eps);
-    const batch<C> one(C(options.offset ? 1 : 0));
+    const core::batch<C> one(C(options.offset ? 1 : 0));
     const bool round_normalized = options.casting == rms_norm_casting::llama && !std::is_same_v<T, C>;
 
     core::with_flags(
         [&](auto has_weight, auto llama) {
             core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
                 for (index_type row = begin; row < end; ++row) {
-                    const T* in = x.row(row);
-                    T* stream = residual.row(row);
-                    T* out = y.row(row);
-                    // Σh² of h as stored: the same sums as row_sum_of_squares over the stored row.
-                    const W sum_of_squares =
-                        core::accumulate_squares<1, T>(n, [&](index_type i, index_type count, auto& sums) {
-                            const auto h = core::round_to<T>(core::load(in + i, count) + core::load(stream + i, count));
-                            core::store(stream + i, h, count);
-                            core::add_squares(sums[0], h);
-                        })[0];
-                    const C r = core::inverse_rms<C>(sum_of_squares, n, eps);
+                    const C r = fused_add_rms_norm_forward_row<decltype(has_weight)::value, decltype(llama)::value>(
+                        x.row(row), residual.row(row), weight.data, one, eps, n, y.row(row));
                     if (!saved_rstd.empty()) saved_rstd[row] = r;
-                    const batch<C> scale(r);
-                    core::for_each_batch<C>(n, [&](index_type i, index_type count) {
-                        auto value = core::load(stream + i, count) * scale;
-                        if constexpr (llama) value = core::round_to<T>(value);
-                        if constexpr (has_weight) value *= core::load(weight.data + i, count) + one;
-                        core::store(out + i, value, count);
-                    });
                 }
             });
         },
