@@ -289,7 +289,8 @@ TEST_CASE("the tuning's host vendor and family are the ones /proc/cpuinfo names"
 // The vector narrowing to bf16 (with AVX512-BF16: vcvtneps2bf16, and the integer rounding for
 // batches with a NaN or subnormal lane) and the streaming store give the scalar bits, for any
 // float: random words, batches of normal values only, and batches with one subnormal or NaN lane.
-TEST_CASE("bf16 vector stores, streaming or not, round every float as the scalar conversion", "[core][types]") {
+TEST_CASE("bf16 vector stores, streaming or not, and round_to round every float as the scalar conversion",
+          "[core][types]") {
     constexpr index_type lanes = core::width<float>;
     std::mt19937 generator(5);
     std::uniform_int_distribution<std::uint32_t> bits;
@@ -317,11 +318,17 @@ TEST_CASE("bf16 vector stores, streaming or not, round every float as the scalar
     core::write_row(aligned, static_cast<index_type>(values.size()), true,
                     [&](index_type i, index_type count) { return core::load(values.data() + i, count); });
     core::stream_fence();
+    // round_to (in the registers) gives the float a store and a load give: the bf16 bits on top.
+    std::vector<float> rounded(values.size());
+    core::for_each_batch<float>(static_cast<index_type>(values.size()), [&](index_type i, index_type count) {
+        core::store(rounded.data() + i, core::round_to<Eigen::bfloat16>(core::load(values.data() + i, count)), count);
+    });
     std::size_t mismatches = 0;
     for (std::size_t i = 0; i < values.size(); ++i) {
         const std::uint16_t want = core::float_to_bfloat16_bits(values[i]);
         mismatches += Eigen::numext::bit_cast<std::uint16_t>(stored[i]) != want;
         mismatches += Eigen::numext::bit_cast<std::uint16_t>(aligned[i]) != want;
+        mismatches += Eigen::numext::bit_cast<std::uint32_t>(rounded[i]) != std::uint32_t(want) << 16;
     }
     CHECK(mismatches == 0);
 }

@@ -241,6 +241,24 @@ inline __m256i bfloat16_bits_of(__m512 value) {
 }
 #endif
 
+// Each lane rounded as bfloat16_rounded_bits does, as the float of those bits (the low half zero).
+template <class B>
+inline B round_to_bfloat16(const B& value) {
+#if defined(__AVX512F__)
+    if constexpr (B::size == 16) {
+        // maskz forms: see widen_bfloat16.
+        const __m512i bits = _mm512_castps_si512(value);
+        const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(0xffff, bits, 16), _mm512_set1_epi32(1));
+        const __m512i rounded =
+            _mm512_and_si512(_mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)),
+                             _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
+        const __mmask16 nan = _mm512_cmp_ps_mask(value, value, _CMP_UNORD_Q);
+        return _mm512_castsi512_ps(_mm512_mask_mov_epi32(rounded, nan, _mm512_set1_epi32(0x7fc00000)));
+    }
+#endif
+    return xsimd::bitwise_cast<B>(bfloat16_rounded_bits(value) << 16);
+}
+
 template <class B>
 inline void narrow_bfloat16(std::uint16_t* destination, const B& value) {
     constexpr index_type lanes = static_cast<index_type>(B::size);
@@ -692,12 +710,17 @@ template <class C>
 namespace normkit::core {
 
 // Rounds each lane through storage type T (identity for float and double):
-// the value a T store followed by a load would give.
+// the value a T store followed by a load would give. bf16 is rounded in the
+// registers (its bits are the top half of a float's), where a store and a load
+// through a buffer cost a kernel that rounds every element (fused add +
+// RMSNorm's h) more than its own arithmetic; fp16 goes through the buffer.
 template <class T>
 inline batch<compute_t<T>> round_to(const batch<compute_t<T>>& value) {
     using C = compute_t<T>;
     if constexpr (std::is_same_v<T, C>) {
         return value;
+    } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+        return detail::round_to_bfloat16(value);
     } else {
         T buffer[width<C>];
         store(buffer, value);
