@@ -161,8 +161,11 @@ void normalize_rows(matrix_view<const T> x, matrix_view<T> y, index_type begin, 
         for (index_type row = begin; row < end; ++row) {
             const T* in = x.row(row);
             const auto affine = method.row(row, in);
+            // The method by reference to this thread's copy: copied into each row's closure, it
+            // was written in 32-byte halves and read back as 64-byte batches, a failed store
+            // forward (a stall) on every row.
             write_row(y.row(row), n, false,
-                      [method, in, affine](index_type i, index_type count) { return method(in, affine, i, count); });
+                      [&method, in, affine](index_type i, index_type count) { return method(in, affine, i, count); });
         }
     } else {
         using C = compute_t<T>;

@@ -209,9 +209,11 @@ private:
 // first aligned block and after the last start where those end. This and
 // write_two_rows are flattened: GCC otherwise left DyT's value (tanh and the
 // affine) as a call per batch, with its constants broadcast again in each,
-// at about twice the time.
+// at about twice the time. write_row is also always inlined: as a call (its
+// streaming branch made it too large for GCC to inline) each short row paid
+// the call and its spills.
 template <class T, class Value>
-[[gnu::flatten]] inline void write_row(T* row, index_type n, bool streaming, Value&& value_of) {
+[[gnu::flatten, gnu::always_inline]] inline void write_row(T* row, index_type n, bool streaming, Value&& value_of) {
     const auto value = value_of;  // see write_two_rows
     if constexpr (can_stream_v<T>) {
         if (streaming && reinterpret_cast<std::uintptr_t>(row) % sizeof(T) == 0) {
