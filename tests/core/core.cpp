@@ -318,10 +318,14 @@ TEST_CASE("bf16 vector stores, streaming or not, and round_to round every float 
     core::write_row(aligned, static_cast<index_type>(values.size()), true,
                     [&](index_type i, index_type count) { return core::load(values.data() + i, count); });
     core::stream_fence();
-    // round_to (in the registers) gives the float a store and a load give: the bf16 bits on top.
+    // round_to (in the registers) gives the float a store and a load give: the bf16 bits on top;
+    // store_rounded of that float stores the same bits without rounding again.
     std::vector<float> rounded(values.size());
+    std::vector<Eigen::bfloat16> stored_rounded(values.size());
     core::for_each_batch<float>(static_cast<index_type>(values.size()), [&](index_type i, index_type count) {
-        core::store(rounded.data() + i, core::round_to<Eigen::bfloat16>(core::load(values.data() + i, count)), count);
+        const auto value = core::round_to<Eigen::bfloat16>(core::load(values.data() + i, count));
+        core::store(rounded.data() + i, value, count);
+        core::store_rounded(stored_rounded.data() + i, value, count);
     });
     std::size_t mismatches = 0;
     for (std::size_t i = 0; i < values.size(); ++i) {
@@ -329,6 +333,7 @@ TEST_CASE("bf16 vector stores, streaming or not, and round_to round every float 
         mismatches += Eigen::numext::bit_cast<std::uint16_t>(stored[i]) != want;
         mismatches += Eigen::numext::bit_cast<std::uint16_t>(aligned[i]) != want;
         mismatches += Eigen::numext::bit_cast<std::uint32_t>(rounded[i]) != std::uint32_t(want) << 16;
+        mismatches += Eigen::numext::bit_cast<std::uint16_t>(stored_rounded[i]) != want;
     }
     CHECK(mismatches == 0);
 }

@@ -259,16 +259,28 @@ inline B round_to_bfloat16(const B& value) {
     return xsimd::bitwise_cast<B>(bfloat16_rounded_bits(value) << 16);
 }
 
-template <class B>
+// exact: every lane already holds a bf16 value (round_to's), whose bits are its top half; they
+// are stored as they are, without rounding them again.
+template <bool exact = false, class B>
 inline void narrow_bfloat16(std::uint16_t* destination, const B& value) {
     constexpr index_type lanes = static_cast<index_type>(B::size);
 #if defined(__AVX512F__)
     if constexpr (lanes == 16) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(destination), bfloat16_bits_of(value));
+        if constexpr (exact)
+            _mm256_storeu_si256(
+                reinterpret_cast<__m256i*>(destination),
+                _mm512_maskz_cvtepi32_epi16(0xffff, _mm512_maskz_srli_epi32(0xffff, _mm512_castps_si512(value), 16)));
+        else
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(destination), bfloat16_bits_of(value));
         return;
     }
 #endif
-    const auto bits = bfloat16_rounded_bits(value);
+    const auto bits = [&] {
+        if constexpr (exact)
+            return xsimd::bitwise_cast<xsimd::batch<std::uint32_t, typename B::arch_type>>(value) >> 16;
+        else
+            return bfloat16_rounded_bits(value);
+    }();
 #if defined(__AVX2__)
     if constexpr (lanes == 8) {
         // Every lane is below 2^16, so the unsigned saturating pack is exact; it
@@ -531,6 +543,24 @@ inline void store(T* destination, const batch<compute_t<T>>& value, index_type c
         detail::narrow_half(buffer, value);
         detail::store_tail(reinterpret_cast<std::uint16_t*>(destination), count,
                            reinterpret_cast<const std::uint16_t*>(buffer));
+    }
+}
+
+// store for a batch whose lanes already hold values of T (round_to<T>'s): the same bits, and bf16
+// skips the rounding a store would do again.
+template <class T>
+inline void store_rounded(T* destination, const batch<compute_t<T>>& value, index_type count = width<compute_t<T>>) {
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+        constexpr index_type lanes = width<float>;
+        if (count == lanes) {
+            detail::narrow_bfloat16<true>(reinterpret_cast<std::uint16_t*>(destination), value);
+            return;
+        }
+        alignas(64) std::uint16_t bits[lanes];
+        detail::narrow_bfloat16<true>(bits, value);
+        detail::store_tail(reinterpret_cast<std::uint16_t*>(destination), count, bits);
+    } else {
+        store(destination, value, count);
     }
 }
 

@@ -22,7 +22,7 @@ template <bool has_weight, bool llama, class T, class C, class W>
                                                                W eps, index_type n, T* out) {
     const W sum_of_squares = core::accumulate_squares<1, T>(n, [=](index_type i, index_type count, auto& sums) {
         const auto h = core::round_to<T>(core::load(in + i, count) + core::load(stream + i, count));
-        core::store(stream + i, h, count);
+        core::store_rounded(stream + i, h, count);
         core::add_squares(sums[0], h);
     })[0];
     const C r = core::inverse_rms<C>(sum_of_squares, n, eps);
