@@ -114,11 +114,12 @@ void register_qk(index_type tokens, index_type heads, index_type d) {
                                    view(b.dq.data(), rows, d), view(b.dk.data(), rows, d), b.wide_dq_weight,
                                    b.wide_dk_weight, b.wide_q_rstd, b.wide_k_rstd, olmo2);
     });
-    // The yardstick of the per-head form: RMSNorm over the query rows, then over the key rows.
+    // The yardstick of the per-head form: RMSNorm over the query rows, then over the key rows, with
+    // x̂ rounded to the storage type before the weight as the Qwen3 preset does (llama casting).
     register_case("qk_rms_norm_forward", label, "yardstick", forward_bytes, [=] {
         auto& b = data->get();
-        bench::yardstick::rms_norm_forward(b.q.data(), b.weight.data(), b.q_out.data(), rows, d, 1e-6f);
-        bench::yardstick::rms_norm_forward(b.k.data(), b.weight.data(), b.k_out.data(), rows, d, 1e-6f);
+        bench::yardstick::rms_norm_forward<true>(b.q.data(), b.weight.data(), b.q_out.data(), rows, d, 1e-6f);
+        bench::yardstick::rms_norm_forward<true>(b.k.data(), b.weight.data(), b.k_out.data(), rows, d, 1e-6f);
     });
     register_case("qk_rms_norm_backward", label, "yardstick", backward_bytes, [=] {
         auto& b = data->get();

@@ -63,8 +63,10 @@ inline batch masked(const batch& value, index_type count) {
     return count == lanes ? value : xsimd::select(core::lanes_below<float>(count), value, batch(0.0f));
 }
 
-// y = x·r·w, r = 1/√(mean x² + ε)
-template <class T, class P>
+// y = x·r·w, r = 1/√(mean x² + ε); llama: y = round_T(x·r)·w, x̂ rounded to the storage type before
+// the weight as Llama's and Qwen3's RMSNorm do (rms_norm_casting::llama), a conversion the kernel
+// makes too
+template <bool llama = false, class T, class P>
 void rms_norm_forward(const T* x, const P* w, T* y, index_type rows, index_type n, float eps) {
     for (index_type i = 0; i < rows; ++i) {
         const T* xi = x + i * n;
@@ -73,7 +75,11 @@ void rms_norm_forward(const T* x, const P* w, T* y, index_type rows, index_type 
             return v * v;
         });
         const batch r(1.0f / std::sqrt(squares / static_cast<float>(n) + eps));
-        each(n, [&](index_type j, index_type c) { store(y + i * n + j, load(xi + j, c) * r * load(w + j, c), c); });
+        each(n, [&](index_type j, index_type c) {
+            batch hat = load(xi + j, c) * r;
+            if constexpr (llama) hat = core::round_to<T>(hat);
+            store(y + i * n + j, hat * load(w + j, c), c);
+        });
     }
 }
 
