@@ -4,7 +4,8 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 install(DIRECTORY include/normkit DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(TARGETS normkit EXPORT normkitTargets)
+# normkit::normkit and normkit::native (its EXPORT_NAME), the opt-in -march=native target.
+install(TARGETS normkit normkit_native EXPORT normkitTargets)
 install(EXPORT normkitTargets NAMESPACE normkit:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/normkit)
 
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/normkitConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/normkitConfig.cmake
