@@ -21,6 +21,7 @@ function(run step)
   set(output "${output}" PARENT_SCOPE)
 endfunction()
 
+# The README's two commands, configure and install (a header-only library has nothing to build).
 # Only the compiler is chosen (the one of the enclosing build); every normkit option is its default.
 # --no-warn-unused-cli: the two CMAKE_DISABLE_FIND_PACKAGE_ variables are unused when nothing looks
 # for those packages, which is the point; the warning would name them.
@@ -31,7 +32,6 @@ if(output MATCHES "([Cc]atch2|[Tt]orch|oneDNN|dnnl)")
   message(FATAL_ERROR "newcomer: the default configure mentions ${CMAKE_MATCH_1}:\n${output}")
 endif()
 message(STATUS "newcomer: default configure done, no Catch2 / Torch / oneDNN in its output")
-run("build" ${CMAKE_COMMAND} --build ${build})
 run("install" ${CMAKE_COMMAND} --install ${build} --prefix ${prefix})
 if(NOT EXISTS ${prefix}/include/normkit/normkit.hpp)
   message(FATAL_ERROR "newcomer: the install has no include/normkit/normkit.hpp")
