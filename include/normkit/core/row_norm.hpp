@@ -21,8 +21,8 @@
 // It is copied into the loops (by value: what a reference reaches could be stored to by the
 // streaming stores between two calls, and would be loaded again for each batch), so it holds
 // pointers and scalars only, and its affine a few scalars or one batch: stream_row_pairs copies two
-// of them with it for every piece it writes, and a copy too large for registers became a
-// `rep movsq` that waited behind the streaming stores (norm/detail/layer_norm.hpp). Every row gets
+// of them with it for every piece it writes, so the copy must fit in registers (docs/performance.md,
+// "LayerNorm: per-row affine"). Every row gets
 // the bits the one-row loop gives it, paired or not, as long as row() and pair() compute the same
 // sums in the same order (core/reduce.hpp's one- and two-row sweeps do).
 #pragma once

@@ -398,9 +398,8 @@ inline constexpr bool masked_tails =
     false;
 #endif
 
-// With 256-bit batches (AVX and AVX2 builds) AVX's vmaskmov moves the tail instead: there GCC left
-// the memcpy a call or a `rep movs`, which took much of an odd-length short row's time
-// (docs/performance.md). 16-bit elements have no masked move before AVX-512 BW: they move in pairs
+// With 256-bit batches (AVX and AVX2 builds) AVX's vmaskmov moves the tail instead of a memcpy
+// (docs/performance.md, "Compiler lore the headers depend on"). 16-bit elements have no masked move before AVX-512 BW: they move in pairs
 // as 4-byte words, an odd last one alone.
 inline constexpr bool masked_256_tails =
 #if defined(__AVX__)

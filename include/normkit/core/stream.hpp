@@ -34,7 +34,7 @@ inline constexpr std::size_t default_stream_above_bytes = normkit::default_strea
 // float and double stream a whole vector per store. bf16 and fp16 stream two
 // batches narrowed into one vector (a whole 64-byte line with AVX-512, 32
 // bytes with AVX): a half-line store leaves the line to be completed in the
-// write-combining buffer, which measured slower than whole-line stores. 16-bit
+// write-combining buffer, slower than whole-line stores (docs/performance.md). 16-bit
 // rows stream where the float batch is at least 256 bits wide.
 template <class T>
 inline constexpr bool can_stream_v =

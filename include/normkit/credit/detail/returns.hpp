@@ -101,7 +101,7 @@ void gae_lanes(const matrix_view<const T>& rewards, const matrix_view<const T>& 
     constexpr index_type W = core::width<double>, tile = 128;
     // Staged as doubles, lane k holding row first + k: r, V and m; then, in place, A and R = A + V.
     // 128 columns (24 KiB of tiles at 8 lanes): the staging of shorter tiles, a few lines from
-    // each of 8 rows, waits on memory (docs/performance.md).
+    // each of 8 rows, waits on memory (docs/performance.md, "The measurements behind the tuning choices").
     alignas(64) double reward[tile][W], value[tile][W], valid[tile][W];
     const D g(gamma), d(discount), zero(0.0);
     D next(0.0), running(0.0);

@@ -19,9 +19,8 @@ template <class T, bool has_weight, bool has_bias, class P>
 struct layer_norm_method {
     using C = core::compute_t<T>;
     // x − μ is formed as (x − c) − δ: exact in the first step for |μ| ≫ σ. Scalars, broadcast where
-    // used (out of the loops): core::stream_row_pairs copies the closure holding two affines for
-    // every piece it writes, and with six batches in it GCC made that copy a `rep movsq`, which on
-    // AMD Zen 5 sat behind the streaming stores in flight (by the profile; docs/performance.md).
+    // used: core::stream_row_pairs copies the affines with its closure for every piece it writes
+    // (docs/performance.md, "LayerNorm: per-row affine").
     struct affine {
         C center, shift, scale;
     };
