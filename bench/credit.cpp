@@ -98,8 +98,12 @@ void register_logits(const char* type_label) {
     };
     register_case(operation, shape, "normkit", bytes, [get, rows, vocabulary] {
         data& d = get();
-        credit::logits_statistics(view(d.logits.data(), rows, vocabulary), d.tokens, d.log_p, d.entropy, d.squares,
-                                  d.lse);
+        credit::logits_statistics(view(d.logits.data(), rows, vocabulary), d.tokens,
+                                  credit::logits_outputs<float>()
+                                      .token_log_probability(d.log_p)
+                                      .entropy(d.entropy)
+                                      .sum_probability_squared(d.squares)
+                                      .logsumexp(d.lse));
         benchmark::DoNotOptimize(d.entropy.data());
     });
     register_case(operation, shape, "yardstick", bytes, [get, rows, vocabulary] {

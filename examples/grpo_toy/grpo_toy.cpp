@@ -293,7 +293,7 @@ responses rollout(const weights& w, const std::vector<index_type>& prompts, int 
         for (index_type i = 0; i < n; ++i) rows.push_back({i, t});
         forward(w, batch, rows, act);
         // π_v = exp(z_v − logsumexp): the sampler's distribution, from the same kernel the learner uses.
-        normkit::credit::logits_statistics(act.z, {}, {}, {}, {}, logsumexp);
+        normkit::credit::logits_statistics(act.z, {}, normkit::credit::logits_outputs<float>().logsumexp(logsumexp));
         for (index_type i = 0; i < n; ++i) {
             if (!open[static_cast<std::size_t>(i)]) continue;
             double u = random.uniform(), cumulative = 0;
@@ -379,7 +379,11 @@ normkit::loss::policy_loss_result minibatch_loss(const config& c, const weights&
                                          batch.tokens.begin() + end * max_length);
     std::vector<float> logsumexp(rows.size()), entropy(rows.size());
     Matrix log_probs(part, max_length);
-    normkit::credit::logits_statistics(act.z, tokens, all_of(log_probs), entropy, {}, logsumexp);
+    normkit::credit::logits_statistics(act.z, tokens,
+                                       normkit::credit::logits_outputs<float>()
+                                           .token_log_probability(all_of(log_probs))
+                                           .entropy(entropy)
+                                           .logsumexp(logsumexp));
 
     // Token credit: every token gets its response's advantage, or (TRL
     // top_entropy_quantile) only the top ρ share of tokens by entropy do. The
@@ -463,7 +467,8 @@ double gradient_error(config c) {
     activations act;
     forward(w, batch, response_rows(0, n), act);
     Matrix old_log_probs(n, max_length);
-    normkit::credit::logits_statistics(act.z, batch.tokens, all_of(old_log_probs));
+    normkit::credit::logits_statistics(
+        act.z, batch.tokens, normkit::credit::logits_outputs<float>().token_log_probability(all_of(old_log_probs)));
     // Old log-probs a little off the current ones, so that ratios differ from 1.
     for (index_type i = 0; i < old_log_probs.size(); ++i)
         old_log_probs.data()[i] += static_cast<float>(0.1 * (random.uniform() - 0.5));
@@ -515,7 +520,8 @@ run_result train(const config& c) {
         activations act;
         forward(w, batch, response_rows(0, n), act);
         Matrix old_log_probs(n, max_length);
-        normkit::credit::logits_statistics(act.z, batch.tokens, all_of(old_log_probs));
+        normkit::credit::logits_statistics(
+            act.z, batch.tokens, normkit::credit::logits_outputs<float>().token_log_probability(all_of(old_log_probs)));
 
         // 3. rewards and advantages
         const reward_columns rewards = score(batch, c.format_weight);

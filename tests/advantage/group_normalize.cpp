@@ -286,8 +286,9 @@ TEST_CASE("group_normalize properties from the math", "[advantage][group_normali
 TEST_CASE("group_normalize degenerate inputs have their documented results", "[advantage][group_normalize]") {
     std::vector<double> none;
     std::vector<double> empty_out;
+    const std::vector<std::int64_t> no_ids{};
     group_normalize(none, contiguous_groups(4), empty_out);  // an empty batch: nothing to do
-    group_normalize(none, group_ids(std::vector<std::int64_t>{}), empty_out);
+    group_normalize(none, group_ids(no_ids), empty_out);
 
     const std::vector<double> lonely = {3.0, 1.0, 2.0};
     const std::vector<std::int64_t> ids = {0, 1, 1};

@@ -39,32 +39,58 @@ TEST_CASE("errors: logits_statistics and logits_backward name tokens, rows, temp
                        wide(8);
     const auto logits = view(z.data(), 2, 3);
     const std::vector<index_type> tokens = {0, 2}, outside = {0, 3}, negative = {-1, 0}, short_tokens = {1};
-    require_error_naming([&] { credit::logits_statistics(logits, outside, lse); }, "tokens[1] = 3");
-    require_error_naming([&] { credit::logits_statistics(logits, negative, lse); }, "tokens[0] = -1");
-    require_error_naming([&] { credit::logits_statistics(logits, short_tokens, lse); },
-                         "tokens has length 1 but logits has 2");
-    require_error_naming([&] { credit::logits_statistics(logits, tokens, short_stat); },
-                         "token_log_probability has length 1");
-    require_error_naming([&] { credit::logits_statistics(logits, tokens, {}, {}, {}, short_stat); },
-                         "logsumexp has length 1");
+    require_error_naming(
+        [&] { credit::logits_statistics(logits, outside, credit::logits_outputs<float>().token_log_probability(lse)); },
+        "tokens[1] = 3");
+    require_error_naming(
+        [&] {
+            credit::logits_statistics(logits, negative, credit::logits_outputs<float>().token_log_probability(lse));
+        },
+        "tokens[0] = -1");
+    require_error_naming(
+        [&] {
+            credit::logits_statistics(logits, short_tokens, credit::logits_outputs<float>().token_log_probability(lse));
+        },
+        "tokens has length 1 but logits has 2");
+    require_error_naming(
+        [&] {
+            credit::logits_statistics(logits, tokens,
+                                      credit::logits_outputs<float>().token_log_probability(short_stat));
+        },
+        "token_log_probability has length 1");
+    require_error_naming(
+        [&] { credit::logits_statistics(logits, tokens, credit::logits_outputs<float>().logsumexp(short_stat)); },
+        "logsumexp has length 1");
     for (double temperature : {0.0, -1.0, nan_value, static_cast<double>(INFINITY)}) {
         INFO("temperature " << temperature);
         require_error_naming(
-            [&] { credit::logits_statistics(logits, tokens, lse, {}, {}, {}, at_temperature(temperature)); },
+            [&] {
+                credit::logits_statistics(logits, tokens, credit::logits_outputs<float>().token_log_probability(lse),
+                                          at_temperature(temperature));
+            },
             "temperature must be positive and finite");
     }
     std::vector<float> masked = z;
     for (int v = 3; v < 6; ++v) masked[static_cast<std::size_t>(v)] = minus_infinity;
-    require_error_naming([&] { credit::logits_statistics(view(masked.data(), 2, 3), tokens, lse); },
-                         "logits row 1 has no finite entry (all 3 logits are -inf)");
     require_error_naming(
         [&] {
-            credit::logits_statistics(matrix_view<const float>{nullptr, 2, 3, 3}, tokens, lse);
+            credit::logits_statistics(view(masked.data(), 2, 3), tokens,
+                                      credit::logits_outputs<float>().token_log_probability(lse));
+        },
+        "logits row 1 has no finite entry (all 3 logits are -inf)");
+    require_error_naming(
+        [&] {
+            credit::logits_statistics(matrix_view<const float>{nullptr, 2, 3, 3}, tokens,
+                                      credit::logits_outputs<float>().token_log_probability(lse));
         },
         "logits is null");
     std::vector<float> none;
-    require_error_naming([&] { credit::logits_statistics(view(none.data(), 2, 0), tokens, lse); },
-                         "is outside the vocabulary [0, 0)");
+    require_error_naming(
+        [&] {
+            credit::logits_statistics(view(none.data(), 2, 0), tokens,
+                                      credit::logits_outputs<float>().token_log_probability(lse));
+        },
+        "is outside the vocabulary [0, 0)");
     require_error_naming([&] { credit::logits_backward(g, logits, tokens, view(wide.data(), 2, 4)); },
                          "logits_gradient has shape 2x4 but logits has shape 2x3");
     require_error_naming([&] { credit::logits_backward(short_stat, logits, tokens, view(gradient.data(), 2, 3)); },
@@ -77,11 +103,18 @@ TEST_CASE("errors: the logits kernels' documented special values", "[credit][err
     std::vector<float> z = {0.5f, minus_infinity, -2.0f, std::numeric_limits<float>::quiet_NaN(), 3.0f, 1.0f};
     const std::vector<index_type> tokens = {1, 2};
     std::vector<float> log_p(2), entropy(2), squares(2), lse(2), gradient(6);
-    credit::logits_statistics(view(z.data(), 2, 3), tokens, log_p, entropy, squares, lse);
+    credit::logits_statistics(view(z.data(), 2, 3), tokens,
+                              credit::logits_outputs<float>()
+                                  .token_log_probability(log_p)
+                                  .entropy(entropy)
+                                  .sum_probability_squared(squares)
+                                  .logsumexp(lse));
     // A sampled token of logit -inf: log pi = -inf, and its gradient is finite.
     CHECK(log_p[0] == minus_infinity);
     CHECK(std::isfinite(entropy[0]));
-    credit::logits_backward(std::vector<float>{1.0f}, view(z.data(), 1, 3), std::vector<index_type>{1},
+    const std::vector<index_type> token{1};
+    const std::vector<float> weight{1.0f};
+    credit::logits_backward(weight, view(z.data(), 1, 3), token,
                             view(gradient.data(), 1, 3));
     for (int v = 0; v < 3; ++v) CHECK(std::isfinite(gradient[static_cast<std::size_t>(v)]));
     // A NaN logit is not a supported input: NaN statistics (not a silent finite value).
@@ -147,18 +180,25 @@ TEST_CASE("errors: aliasing: every credit output is disjoint from every input an
         const auto Z = view(logits.data(), 2, 3);
         require_error_naming(
             [&] {
-                credit::logits_statistics(Z, tokens, vector_view<float>(statistics.data(), 2),
-                                          vector_view<float>(statistics.data() + 1, 2));
+                credit::logits_statistics(Z, tokens,
+                                          credit::logits_outputs<float>()
+                                              .token_log_probability(vector_view<float>(statistics.data(), 2))
+                                              .entropy(vector_view<float>(statistics.data() + 1, 2)));
             },
             "token_log_probability (2) overlaps entropy (2)");
-        require_error_naming([&] { credit::logits_statistics(Z, tokens, vector_view<float>(logits.data() + 4, 2)); },
-                             "token_log_probability (2) overlaps logits (2x3)");
+        require_error_naming(
+            [&] {
+                credit::logits_statistics(
+                    Z, tokens,
+                    credit::logits_outputs<float>().token_log_probability(vector_view<float>(logits.data() + 4, 2)));
+            },
+            "token_log_probability (2) overlaps logits (2x3)");
         const std::vector<float> g = {1.0f, 0.5f};
         require_error_naming(
             [&] { credit::logits_backward(g, Z, tokens, view(logits.data(), 2, 3)); },
             "logits_gradient (2x3) overlaps logits (2x3); logits_gradient must be disjoint from logits");
         std::vector<float> lse(2);
-        credit::logits_statistics(Z, tokens, {}, {}, {}, lse);
+        credit::logits_statistics(Z, tokens, credit::logits_outputs<float>().logsumexp(lse));
         std::vector<float> shared = {1.0f, 0.5f, 0, 0, 0, 0, 0};
         require_error_naming(
             [&] {

@@ -50,7 +50,13 @@ void check_statistics(const logits_case& c, std::uint32_t seed, double masked_fr
     const auto stored_values = logits.values();
     using S = core::statistic_t<T>;
     std::vector<S> lse(c.rows), log_p(c.rows), entropy(c.rows), squares(c.rows);
-    credit::logits_statistics(logits.view, tokens, log_p, entropy, squares, lse, logits_with(c.temperature));
+    credit::logits_statistics(logits.view, tokens,
+                              credit::logits_outputs<S>()
+                                  .token_log_probability(log_p)
+                                  .entropy(entropy)
+                                  .sum_probability_squared(squares)
+                                  .logsumexp(lse),
+                              logits_with(c.temperature));
     std::vector<double> lse_ref, log_p_ref, entropy_ref, squares_ref;
     for (index_type i = 0; i < c.rows; ++i) {
         const auto r =
@@ -150,8 +156,13 @@ TEST_CASE("logits_statistics special cases", "[credit][logits]") {
         for (index_type vocabulary : {index_type(1), index_type(17), index_type(152064)}) {
             std::vector<float> z(vocabulary, 2.5f);
             std::vector<float> lse(1), log_p(1), entropy(1), squares(1);
-            credit::logits_statistics(view(z.data(), 1, vocabulary), std::vector<index_type>{vocabulary - 1}, log_p,
-                                      entropy, squares, lse);
+            const std::vector<index_type> last{vocabulary - 1};
+            credit::logits_statistics(view(z.data(), 1, vocabulary), last,
+                                      credit::logits_outputs<float>()
+                                          .token_log_probability(log_p)
+                                          .entropy(entropy)
+                                          .sum_probability_squared(squares)
+                                          .logsumexp(lse));
             const double log_v = std::log(static_cast<double>(vocabulary));
             CHECK(lse[0] == Approx(2.5 + log_v).epsilon(1e-6));
             CHECK(log_p[0] == Approx(-log_v).margin(1e-5));
@@ -163,17 +174,25 @@ TEST_CASE("logits_statistics special cases", "[credit][logits]") {
         std::vector<float> z(300, -std::numeric_limits<float>::infinity());
         z[123] = 7.0f;
         std::vector<float> lse(1), log_p(1), entropy(1), squares(1);
-        credit::logits_statistics(view(z.data(), 1, 300), std::vector<index_type>{123}, log_p, entropy, squares, lse);
+        const std::vector<index_type> token{123};
+        credit::logits_statistics(view(z.data(), 1, 300), token,
+                                  credit::logits_outputs<float>()
+                                      .token_log_probability(log_p)
+                                      .entropy(entropy)
+                                      .sum_probability_squared(squares)
+                                      .logsumexp(lse));
         CHECK(lse[0] == 7.0f);
         CHECK(log_p[0] == 0.0f);
         CHECK(entropy[0] == 0.0f);
         CHECK(squares[0] == 1.0f);
-        credit::logits_statistics(view(z.data(), 1, 300), std::vector<index_type>{5}, log_p);
+        const std::vector<index_type> token_five{5};
+        credit::logits_statistics(view(z.data(), 1, 300), token_five,
+                                  credit::logits_outputs<float>().token_log_probability(log_p));
         CHECK(log_p[0] == -std::numeric_limits<float>::infinity());
     }
     SECTION("absent outputs are skipped and tokens are then optional") {
         std::vector<float> z = {1, 2, 3}, entropy(1);
-        credit::logits_statistics(view(z.data(), 1, 3), {}, {}, entropy);
+        credit::logits_statistics(view(z.data(), 1, 3), {}, credit::logits_outputs<float>().entropy(entropy));
         CHECK(entropy[0] > 0);
     }
 }
@@ -181,24 +200,52 @@ TEST_CASE("logits_statistics special cases", "[credit][logits]") {
 TEST_CASE("logits_statistics rejects bad input, naming it", "[credit][logits]") {
     std::vector<float> z(2 * 5, 0.0f), out(2);
     const auto logits = view(z.data(), 2, 5);
-    require_error_naming([&] { credit::logits_statistics(logits, std::vector<index_type>{0, 5}, out); }, "tokens[1]");
-    require_error_naming([&] { credit::logits_statistics(logits, std::vector<index_type>{-1, 0}, out); }, "vocabulary");
-    require_error_naming([&] { credit::logits_statistics(logits, std::vector<index_type>{0}, out); }, "tokens");
-    require_error_naming([&] { credit::logits_statistics(logits, {}, {}, {}, {}, out, logits_with(0.0)); },
-                         "temperature");
-    std::vector<float> three(3), one(1);
-    require_error_naming([&] { credit::logits_statistics(logits, {}, {}, {}, {}, three); }, "logsumexp");
-    std::vector<float> masked(5, -std::numeric_limits<float>::infinity());
-    require_error_naming([&] { credit::logits_statistics(view(masked.data(), 1, 5), {}, {}, {}, {}, one); }, "row 0");
-    std::vector<float> gradient(10), g(2, 1.0f);
     require_error_naming(
         [&] {
-            credit::logits_backward(g, logits, std::vector<index_type>{0, 7}, view(gradient.data(), 2, 5));
+            const std::vector<index_type> outside{0, 5};
+            credit::logits_statistics(logits, outside,
+                                      credit::logits_outputs<float>().token_log_probability(out));
         },
         "tokens[1]");
     require_error_naming(
         [&] {
-            credit::logits_backward(g, logits, std::vector<index_type>{0, 1}, view(gradient.data(), 2, 4));
+            const std::vector<index_type> negative{-1, 0};
+            credit::logits_statistics(logits, negative,
+                                      credit::logits_outputs<float>().token_log_probability(out));
+        },
+        "vocabulary");
+    require_error_naming(
+        [&] {
+            const std::vector<index_type> one_token{0};
+            credit::logits_statistics(logits, one_token,
+                                      credit::logits_outputs<float>().token_log_probability(out));
+        },
+        "tokens");
+    require_error_naming(
+        [&] {
+            credit::logits_statistics(logits, {}, credit::logits_outputs<float>().logsumexp(out), logits_with(0.0));
+        },
+        "temperature");
+    std::vector<float> three(3), one(1);
+    require_error_naming(
+        [&] { credit::logits_statistics(logits, {}, credit::logits_outputs<float>().logsumexp(three)); }, "logsumexp");
+    std::vector<float> masked(5, -std::numeric_limits<float>::infinity());
+    require_error_naming(
+        [&] {
+            credit::logits_statistics(view(masked.data(), 1, 5), {}, credit::logits_outputs<float>().logsumexp(one));
+        },
+        "row 0");
+    std::vector<float> gradient(10), g(2, 1.0f);
+    require_error_naming(
+        [&] {
+            const std::vector<index_type> tokens{0, 7};
+            credit::logits_backward(g, logits, tokens, view(gradient.data(), 2, 5));
+        },
+        "tokens[1]");
+    require_error_naming(
+        [&] {
+            const std::vector<index_type> tokens{0, 1};
+            credit::logits_backward(g, logits, tokens, view(gradient.data(), 2, 4));
         },
         "logits_gradient");
 }
@@ -212,7 +259,8 @@ TEMPLATE_TEST_CASE("logits_backward matches (g/tau)(e_y - pi) for each gradient 
         const auto values = logits.values();
         std::vector<index_type> tokens = {0, vocabulary / 2, vocabulary - 1};
         std::vector<float> g = {1.0f, -0.5f, 0.0f}, lse(rows);
-        credit::logits_statistics(logits.view, tokens, {}, {}, {}, lse, logits_with(tau));
+        credit::logits_statistics(logits.view, tokens, credit::logits_outputs<float>().logsumexp(lse),
+                                  logits_with(tau));
         for (bool saved : {true, false}) {
             test_matrix<TestType> gradient(rows, vocabulary, 2);
             credit::logits_backward(g, logits.view, tokens, gradient.view,
@@ -262,7 +310,8 @@ TEST_CASE("logits_backward at |z| ~ 1e4 is exact when it recomputes the row stat
     auto z = random_values(rows * vocabulary, 80, 1e4, 3.0);
     std::vector<float> zf(z.begin(), z.end()), g = {1.0f, 1.0f}, lse(rows), gradient(rows * vocabulary);
     const std::vector<index_type> tokens = {3, 2048};
-    credit::logits_statistics(view(zf.data(), rows, vocabulary), tokens, {}, {}, {}, lse);
+    credit::logits_statistics(view(zf.data(), rows, vocabulary), tokens,
+                              credit::logits_outputs<float>().logsumexp(lse));
     credit::logits_backward(g, view(zf.data(), rows, vocabulary), tokens, view(gradient.data(), rows, vocabulary));
     std::vector<double> expected;
     const auto stored = to_double(zf);
@@ -282,8 +331,10 @@ TEST_CASE("logits kernels give the same bits for 1 and 2 threads", "[credit][log
     std::vector<float> zf(z.begin(), z.end());
     std::vector<index_type> tokens(rows, 7);
     std::vector<float> a(rows), b(rows), ga(rows * vocabulary), gb(rows * vocabulary), g(rows, 1.0f);
-    credit::logits_statistics(view(zf.data(), rows, vocabulary), tokens, {}, a, {}, {}, logits_with(1.0, 1));
-    credit::logits_statistics(view(zf.data(), rows, vocabulary), tokens, {}, b, {}, {}, logits_with(1.0, 2));
+    credit::logits_statistics(view(zf.data(), rows, vocabulary), tokens, credit::logits_outputs<float>().entropy(a),
+                              logits_with(1.0, 1));
+    credit::logits_statistics(view(zf.data(), rows, vocabulary), tokens, credit::logits_outputs<float>().entropy(b),
+                              logits_with(1.0, 2));
     CHECK(a == b);
     credit::logits_backward(g, view(zf.data(), rows, vocabulary), tokens, view(ga.data(), rows, vocabulary), {},
                             logits_with(1.0, 1));

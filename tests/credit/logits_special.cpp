@@ -31,7 +31,13 @@ logits_run<T> run(const std::vector<T>& logits, index_type rows, index_type voca
     options.temperature = temperature;
     std::vector<S> log_probability(rows), entropy(rows), sum_squared(rows), lse(rows), g(rows, S(1));
     const auto z = view(logits.data(), rows, vocabulary);
-    credit::logits_statistics(z, tokens, log_probability, entropy, sum_squared, lse, options);
+    credit::logits_statistics(z, tokens,
+                              credit::logits_outputs<S>()
+                                  .token_log_probability(log_probability)
+                                  .entropy(entropy)
+                                  .sum_probability_squared(sum_squared)
+                                  .logsumexp(lse),
+                              options);
     logits_run<T> out;
     out.gradient.resize(logits.size());
     credit::logits_backward(g, z, tokens, view(out.gradient.data(), rows, vocabulary),
@@ -161,8 +167,9 @@ TEMPLATE_TEST_CASE("a NaN logit gives NaN statistics wherever it is, beside fini
     // A row of −inf alone is still bad input.
     const std::vector<float> masked(9, -std::numeric_limits<float>::infinity());
     std::vector<float> lse(1);
-    CHECK_THROWS_WITH(credit::logits_statistics(view(masked.data(), 1, 9), {}, {}, {}, {}, lse),
-                      Catch::Contains("logits row 0 has no finite entry (all 9 logits are -inf)"));
+    CHECK_THROWS_WITH(
+        credit::logits_statistics(view(masked.data(), 1, 9), {}, credit::logits_outputs<float>().logsumexp(lse)),
+        Catch::Contains("logits row 0 has no finite entry (all 9 logits are -inf)"));
 }
 
 TEMPLATE_TEST_CASE("logits_backward recomputing a quantized row at |z| ~ 1e4 keeps float accuracy on every ISA",
@@ -198,10 +205,12 @@ TEMPLATE_TEST_CASE("logits_backward from a saved lse stays finite at |z/tau| nea
     credit::logits_options options;
     options.temperature = 0.7;
     std::vector<T> lse(1);
-    credit::logits_statistics(view(logits.data(), 1, 1), tokens, {}, {}, {}, lse, options);
+    credit::logits_statistics(view(logits.data(), 1, 1), tokens, credit::logits_outputs<T>().logsumexp(lse),
+                              options);
     for (const T g : {T(1), T(0)}) {
         std::vector<T> gradient(1, T(7));
-        credit::logits_backward(std::vector<T>{g}, view(logits.data(), 1, 1), tokens, view(gradient.data(), 1, 1), lse,
+        const std::vector<T> weight{g};
+        credit::logits_backward(weight, view(logits.data(), 1, 1), tokens, view(gradient.data(), 1, 1), lse,
                                 options);
         INFO("g " << g << " lse " << lse[0] << " gradient " << gradient[0]);
         // π ∈ [0, 1]: the gradient (g/τ)(1 − π) is within [0, g/τ]; g = 0 gives 0.

@@ -80,8 +80,10 @@ TEST_CASE("span_advantages rejects bad span tables, naming them", "[credit][span
     require_error_naming([&] { run({{0, 0, 2, 3}}); }, "position");
     require_error_naming(
         [&] {
-            credit::span_advantages(std::vector<credit::span>{}, view(table.data(), 2, 3), view(mask.data(), 2, 10),
-                                    std::vector<double>{1.0}, view(out.data(), 2, 10),
+            const std::vector<double> one_advantage{1.0};
+            const std::vector<credit::span> no_spans{};
+            credit::span_advantages(no_spans, view(table.data(), 2, 3), view(mask.data(), 2, 10),
+                                    one_advantage, view(out.data(), 2, 10),
                                     {credit::outside_span::response_advantage});
         },
         "response_advantages");
@@ -100,11 +102,12 @@ TEMPLATE_TEST_CASE("a2tgpo_advantages matches the reference", "[credit][turns]",
     ig_values[4 * cols + 0] = ig_values[5 * cols + 0] = ig_values[6 * cols + 0] = 0.25;  // an all-equal cell
     const auto outcome_values = stored<TestType>(random_values(rows, 801));
     test_matrix<TestType> ig(rows, cols, ig_values, 1), advantages(rows, cols, 2), clip(rows, cols);
+    const auto outcome = to_storage<TestType>(outcome_values);
     for (double gamma : {1.0, 0.9}) {
         credit::a2tgpo_options options;
         options.gamma = gamma;
-        credit::a2tgpo_advantages(ig.view, count, normkit::group_ids(group_ids), to_storage<TestType>(outcome_values),
-                                  advantages.view, clip.view, options);
+        credit::a2tgpo_advantages(ig.view, count, normkit::group_ids(group_ids), outcome, advantages.view, clip.view,
+                                  options);
         reference::turn_rows expected, expected_clip;
         reference::a2tgpo(turn_rows_of(ig_values, cols, count), ids, outcome_values, gamma, 0.3, 0.3, 0, 1e-6, expected,
                           expected_clip);
@@ -119,9 +122,8 @@ TEMPLATE_TEST_CASE("a2tgpo_advantages matches the reference", "[credit][turns]",
     }
     require_error_naming(
         [&] {
-            credit::a2tgpo_advantages(ig.view, std::vector<index_type>{3, 5, 5, 0, 2, 4, 7, 1, 5},
-                                      normkit::group_ids(group_ids), to_storage<TestType>(outcome_values),
-                                      advantages.view);
+            const std::vector<index_type> turn_count{3, 5, 5, 0, 2, 4, 7, 1, 5};
+            credit::a2tgpo_advantages(ig.view, turn_count, normkit::group_ids(group_ids), outcome, advantages.view);
         },
         "turn_count[6]");
 }
@@ -181,7 +183,10 @@ TEMPLATE_TEST_CASE("mapo_advantages and gtpo_advantages match the reference in e
     credit::mapo_advantages(rewards.view, count, normkit::group_ids(group_ids), out.view, options);
     for (index_type t = 0; t < cols; ++t) CHECK(out.values()[7 * cols + t] == 0.0);
     require_error_naming(
-        [&] { credit::gtpo_advantages(rewards.view, count, normkit::group_ids(std::vector<index_type>(3)), out.view); },
+        [&] {
+            const std::vector<index_type> three_ids(3);
+            credit::gtpo_advantages(rewards.view, count, normkit::group_ids(three_ids), out.view);
+        },
         "group_ids");
     credit::gtpo_options bad;
     bad.gamma = -1;

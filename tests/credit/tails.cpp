@@ -75,7 +75,8 @@ TEMPLATE_TEST_CASE("turn kernels over tails and partial row blocks match the ref
                                    cols)) < tolerance_of<T>() * 4);
             }
             const auto outcome = stored<T>(random_values(rows, seed++));
-            credit::a2tgpo_advantages(table.view, count, normkit::group_ids(joined), to_storage<T>(outcome), out.view,
+            const auto outcome_stored = to_storage<T>(outcome);
+            credit::a2tgpo_advantages(table.view, count, normkit::group_ids(joined), outcome_stored, out.view,
                                       clip.view);
             reference::turn_rows expected, expected_clip;
             reference::a2tgpo(turns, ids, outcome, 1.0, 0.3, 0.3, 0, 1e-6, expected, expected_clip);
@@ -108,7 +109,8 @@ TEMPLATE_TEST_CASE("cort_weights over tails matches the reference", "[credit][co
             options.mapping = mapping;
             options.min_weight = 0.4;
             options.max_weight = 2.5;
-            credit::cort_weights(rubric.view, free.view, mask.view, to_storage<T>(advantage_values), weights.view,
+            const auto advantages = to_storage<T>(advantage_values);
+            credit::cort_weights(rubric.view, free.view, mask.view, advantages, weights.view,
                                  token_advantages.view, options);
             const auto expected =
                 reference::cort_weights(rubric.values(), free.values(), mask_values, rows, cols,

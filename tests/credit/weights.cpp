@@ -132,9 +132,10 @@ TEST_CASE("cort normalization converges to mean 1 inside the bounds when the bou
             credit::cort_options options;
             options.min_weight = 0.5;
             options.max_weight = 1.5;
+            const std::vector<double> advantage{1.0};
             const index_type rounds =
                 credit::cort_weights(view(rubric.data(), 1, n), view(free.data(), 1, n), view(mask.data(), 1, n),
-                                     std::vector<double>{1.0}, view(w.data(), 1, n), view(a.data(), 1, n), options);
+                                     advantage, view(w.data(), 1, n), view(a.data(), 1, n), options);
             INFO("n " << n << " sign " << sign << " rounds " << rounds);
             CHECK(rounds >= 1);
             CHECK(rounds <= n + 1);
@@ -179,7 +180,8 @@ TEST_CASE("cort degenerate and bad input", "[credit][cort]") {
     std::vector<double> lp(6, -1.0), mask(6, 0.0), w(6, 9.0), a(6, 9.0);
     const auto v = [](std::vector<double>& x) { return view(x.data(), 2, 3); };
     SECTION("all-masked responses get zero weights and advantages") {
-        credit::cort_weights(v(lp), v(lp), v(mask), std::vector<double>{1.0, -1.0}, v(w), v(a));
+        const std::vector<double> advantages{1.0, -1.0};
+        credit::cort_weights(v(lp), v(lp), v(mask), advantages, v(w), v(a));
         for (double value : w) CHECK(value == 0.0);
         for (double value : a) CHECK(value == 0.0);
     }
@@ -187,7 +189,8 @@ TEST_CASE("cort degenerate and bad input", "[credit][cort]") {
         std::vector<double> rubric = {0, -INFINITY, INFINITY, 0, 0, 0}, ones(6, 1.0);
         credit::cort_options options;
         options.normalize = false;
-        credit::cort_weights(v(rubric), v(lp), v(ones), std::vector<double>{1.0, 1.0}, v(w), v(a), options);
+        const std::vector<double> advantages{1.0, 1.0};
+        credit::cort_weights(v(rubric), v(lp), v(ones), advantages, v(w), v(a), options);
         CHECK(w[1] == 0.5);
         CHECK(w[2] == 2.0);
     }
@@ -215,7 +218,8 @@ TEST_CASE("cort degenerate and bad input", "[credit][cort]") {
         require_error_naming([&] { credit::cort_weights(v(nan_values), v(lp), v(ones), adv, v(w), v(a)); }, "contrast");
         require_error_naming([&] { credit::cort_weights(view(lp.data(), 3, 2), v(lp), v(ones), adv, v(w), v(a)); },
                              "log_prob_rubric");
-        require_error_naming([&] { credit::cort_weights(v(lp), v(lp), v(ones), std::vector<double>{1.0}, v(w), v(a)); },
+        const std::vector<double> one_advantage{1.0};
+        require_error_naming([&] { credit::cort_weights(v(lp), v(lp), v(ones), one_advantage, v(w), v(a)); },
                              "advantages");
     }
     SECTION("the SmoothStep ramp") {
@@ -321,13 +325,15 @@ TEST_CASE("optimal_token_baseline properties", "[credit][otb]") {
     SECTION("bad input names the argument") {
         require_error_naming(
             [&] {
-                credit::optimal_token_baseline(v(rewards), v(mask), normkit::group_ids(std::vector<index_type>{1}),
+                const std::vector<index_type> ids{1};
+                credit::optimal_token_baseline(v(rewards), v(mask), normkit::group_ids(ids),
                                                v(log_p), v(sum_p2), {}, v(advantages));
             },
             "group_ids");
         require_error_naming(
             [&] {
-                credit::optimal_token_baseline(v(rewards), v(mask), normkit::group_ids(std::vector<index_type>(rows)),
+                const std::vector<index_type> ids(rows);
+                credit::optimal_token_baseline(v(rewards), v(mask), normkit::group_ids(ids),
                                                view(log_p.data(), cols, rows), v(sum_p2), {}, v(advantages));
             },
             "old_log_prob");
@@ -394,7 +400,8 @@ TEMPLATE_TEST_CASE("hapo_token_advantages: token-weighted group z-scores with th
     const std::vector<index_type> group_ids(ids.begin(), ids.end());
     const auto score_values = stored<TestType>(random_values(rows, 601));
     test_matrix<TestType> mask(rows, cols, mask_values), out(rows, cols, 1);
-    credit::hapo_token_advantages(to_storage<TestType>(score_values), normkit::group_ids(group_ids), mask.view,
+    const auto scores = to_storage<TestType>(score_values);
+    credit::hapo_token_advantages(scores, normkit::group_ids(group_ids), mask.view,
                                   out.view);
     CHECK(relative_error(out.values(), reference::hapo_token_advantages(score_values, mask_values, ids, rows, cols,
                                                                         1e-6)) < token_tolerance<TestType>() * 4);
@@ -403,7 +410,9 @@ TEMPLATE_TEST_CASE("hapo_token_advantages: token-weighted group z-scores with th
         m[0] = 1;
         for (index_type t = 0; t < 100; ++t) m[100 + t] = m[200 + t] = 1;
         test_matrix<TestType> mk(3, 100, m), o(3, 100);
-        credit::hapo_token_advantages(to_storage<TestType>(s), normkit::group_ids(std::vector<index_type>{4, 4, 4}),
+        const std::vector<index_type> ids{4, 4, 4};
+        const auto scores = to_storage<TestType>(s);
+        credit::hapo_token_advantages(scores, normkit::group_ids(ids),
                                       mk.view, o.view);
         const double mean = 1.0 / 3, sd = std::sqrt((4.0 / 9 + 2.0 / 9) / 2);
         CHECK(o.values()[0] == Approx((1 - mean) / (sd + 1e-6)).epsilon(1e-6));
@@ -413,8 +422,10 @@ TEMPLATE_TEST_CASE("hapo_token_advantages: token-weighted group z-scores with th
     }
     require_error_naming(
         [&] {
-            credit::hapo_token_advantages(to_storage<TestType>(score_values),
-                                          normkit::group_ids(std::vector<index_type>(3)), mask.view, out.view);
+            const std::vector<index_type> three_ids(3);
+            const auto scores = to_storage<TestType>(score_values);
+            credit::hapo_token_advantages(scores, normkit::group_ids(three_ids), mask.view,
+                                          out.view);
         },
         "group_ids");
 }

@@ -95,8 +95,15 @@ void check_logits(fuzz::source& in) {
             overflows |= std::abs(c.values[i * c.vocabulary + v]) / c.temperature > float_range &&
                          std::isfinite(c.values[i * c.vocabulary + v]);
     }
-    const bool threw = fuzz::throws_error(
-        [&] { credit::logits_statistics(logits.view, c.tokens, log_p, entropy, squares, lse, options); });
+    const bool threw = fuzz::throws_error([&] {
+        credit::logits_statistics(logits.view, c.tokens,
+                                  credit::logits_outputs<S>()
+                                      .token_log_probability(log_p)
+                                      .entropy(entropy)
+                                      .sum_probability_squared(squares)
+                                      .logsumexp(lse),
+                                  options);
+    });
     if (all_minus_infinity) {
         check(threw, "logits_statistics ", type, ": a row of -inf logits does not throw");
         return;
@@ -112,19 +119,30 @@ void check_logits(fuzz::source& in) {
     check(!threw, "logits_statistics ", type, ": threw on valid input: ", fuzz::last_error());
     auto bad_tokens = c.tokens;
     bad_tokens[in.integer<std::size_t>(0, n - 1)] = in.flag() ? c.vocabulary : -1;
-    check(fuzz::throws_error([&] { credit::logits_statistics(logits.view, bad_tokens, log_p, {}, {}, {}, options); }),
+    check(fuzz::throws_error([&] {
+              credit::logits_statistics(logits.view, bad_tokens,
+                                        credit::logits_outputs<S>().token_log_probability(log_p), options);
+          }),
           "logits_statistics: a token outside [0, V) does not throw");
     auto bad_temperature = options;
     bad_temperature.temperature = in.pick({0.0, -1.0, double(INFINITY), std::nan("")});
-    check(fuzz::throws_error(
-              [&] { credit::logits_statistics(logits.view, c.tokens, {}, entropy, {}, {}, bad_temperature); }),
+    check(fuzz::throws_error([&] {
+              credit::logits_statistics(logits.view, c.tokens, credit::logits_outputs<S>().entropy(entropy),
+                                        bad_temperature);
+          }),
           "logits_statistics: temperature ", bad_temperature.temperature, " does not throw");
 
     // Threads: the same bits.
     std::vector<S> lse2(n), log_p2(n), entropy2(n), squares2(n);
     auto threaded = options;
     threaded.threads = in.integer<int>(2, 4);
-    credit::logits_statistics(logits.view, c.tokens, log_p2, entropy2, squares2, lse2, threaded);
+    credit::logits_statistics(logits.view, c.tokens,
+                              credit::logits_outputs<S>()
+                                  .token_log_probability(log_p2)
+                                  .entropy(entropy2)
+                                  .sum_probability_squared(squares2)
+                                  .logsumexp(lse2),
+                              threaded);
     check(fuzz::same_bits(lse, lse2) && fuzz::same_bits(log_p, log_p2) && fuzz::same_bits(entropy, entropy2) &&
               fuzz::same_bits(squares, squares2),
           "logits_statistics ", type, ": threads ", threaded.threads, " differ from 1");

@@ -93,7 +93,8 @@ TEST_CASE("value_loss: masked NaN never reaches the loss; an all-masked batch gi
     matrix<double> v = matrix<double>::Ones(2, 2), mask = matrix<double>::Ones(2, 2), gradient(2, 2);
     v(1, 1) = NAN;
     mask(1, 1) = 0;
-    const auto result = loss::value_loss(v, v, matrix<double>(matrix<double>::Zero(2, 2)), mask, gradient);
+    const matrix<double> zero_returns = matrix<double>::Zero(2, 2);
+    const auto result = loss::value_loss(v, v, zero_returns, mask, gradient);
     CHECK(result.loss == Approx(0.5));
     CHECK(gradient(1, 1) == 0.0);
     const matrix<double> none = matrix<double>::Zero(2, 2);
@@ -106,6 +107,8 @@ TEST_CASE("rollout_correction_weights: every level and bound against the referen
     const index_type rows = 6, cols = 37;
     const auto x = random_values(rows * cols, 11, -1.0, 0.5), rollout = random_values(rows * cols, 12, -1.0, 0.5);
     const auto mask = padded_mask(rows, cols, 13);
+    const matrix<double> xm = from<double>(x, rows, cols), rm = from<double>(rollout, rows, cols),
+                         mm = from<double>(mask, rows, cols);
     using level = loss::correction_level;
     using bound = loss::correction_bound;
     for (const auto l : {level::token, level::sequence, level::sequence_mean_filter})
@@ -114,16 +117,14 @@ TEST_CASE("rollout_correction_weights: every level and bound against the referen
                 INFO(static_cast<int>(l) << " " << static_cast<int>(b) << " " << clamp);
                 loss::rollout_correction_options options{l, b, 0.7, 1.6, clamp, false};
                 matrix<double> w(rows, cols);
-                loss::rollout_correction_weights(from<double>(x, rows, cols), from<double>(rollout, rows, cols),
-                                                 from<double>(mask, rows, cols), w, options);
+                loss::rollout_correction_weights(xm, rm, mm, w, options);
                 const auto expected = reference::rollout_weights(x, rollout, mask, {rows, cols}, options);
                 CHECK(relative_error(to_vector(w), expected) < 1e-13);
                 // batch normalization divides by the token mean (token) or the mean of row means (sequence).
                 options.batch_normalize = true;
                 matrix<double> normalized(rows, cols);
                 const double mean =
-                    loss::rollout_correction_weights(from<double>(x, rows, cols), from<double>(rollout, rows, cols),
-                                                     from<double>(mask, rows, cols), normalized, options);
+                    loss::rollout_correction_weights(xm, rm, mm, normalized, options);
                 CHECK(relative_error(to_vector(normalized), to_vector(matrix<double>(w / mean))) < 1e-13);
             }
 }
@@ -278,11 +279,11 @@ TEST_CASE("off_policy_sequence_mask against the reference; advantages must be B 
     const auto x = random_values(rows * cols, 21, -1.0, 0.5), sampling = random_values(rows * cols, 22, -1.0, 0.5);
     const auto advantages = random_values(rows, 23);
     const auto mask = padded_mask(rows, cols, 24);
+    const matrix<double> xm = from<double>(x, rows, cols), sm = from<double>(sampling, rows, cols),
+                         am = from<double>(advantages, rows, 1), mm = from<double>(mask, rows, cols);
     for (const double threshold : {-0.2, 0.0, 0.3}) {
         matrix<double> keep(rows, 1);
-        loss::off_policy_sequence_mask(from<double>(x, rows, cols), from<double>(sampling, rows, cols),
-                                       from<double>(advantages, rows, 1), from<double>(mask, rows, cols), keep,
-                                       threshold);
+        loss::off_policy_sequence_mask(xm, sm, am, mm, keep, threshold);
         CHECK(to_vector(keep) == reference::off_policy_mask(x, sampling, advantages, mask, {rows, cols}, threshold));
     }
     matrix<double> keep(rows, 1);
@@ -347,18 +348,15 @@ TEST_CASE("covariance_selection: clip_cov takes every candidate when they fit, a
     o.upper = 10;
     o.ratio = 1.0;
     const auto expected = reference::covariance_selection(x, old, advantages, mask, o);
+    const matrix<double> xm = from<double>(x, rows, cols), om = from<double>(old, rows, cols),
+                         am = from<double>(advantages, rows, cols), mm = from<double>(mask, rows, cols);
     matrix<double> selected(rows, cols);
-    const auto all =
-        loss::covariance_selection(from<double>(x, rows, cols), from<double>(old, rows, cols),
-                                   from<double>(advantages, rows, cols), from<double>(mask, rows, cols), selected, o);
+    const auto all = loss::covariance_selection(xm, om, am, mm, selected, o);
     CHECK(to_vector(selected) == expected);
     o.ratio = 0.1;  // fewer slots than candidates: a subset of them, the same for the same seed
     matrix<double> first(rows, cols), second(rows, cols);
-    const auto some =
-        loss::covariance_selection(from<double>(x, rows, cols), from<double>(old, rows, cols),
-                                   from<double>(advantages, rows, cols), from<double>(mask, rows, cols), first, o);
-    loss::covariance_selection(from<double>(x, rows, cols), from<double>(old, rows, cols),
-                               from<double>(advantages, rows, cols), from<double>(mask, rows, cols), second, o);
+    const auto some = loss::covariance_selection(xm, om, am, mm, first, o);
+    loss::covariance_selection(xm, om, am, mm, second, o);
     CHECK(some < all);
     CHECK(to_vector(first) == to_vector(second));
     for (index_type k = 0; k < rows * cols; ++k)

@@ -91,7 +91,8 @@ TEMPLATE_TEST_CASE("logit_norm_loss and its gradient match the reference over cl
 TEST_CASE("logit_norm_loss degenerate rows", "[logit_norm]") {
     SECTION("an empty batch has loss 0") {
         std::vector<double> none;
-        CHECK(norm::logit_norm_loss(view(none.data(), 0, 10), std::vector<long>{}) == 0.0);
+        const std::vector<long> no_labels{};
+        CHECK(norm::logit_norm_loss(view(none.data(), 0, 10), no_labels) == 0.0);
     }
     SECTION("a zero logit row: loss log K, gradient g/(τδ)") {
         const index_type classes = 4;
@@ -336,7 +337,8 @@ TEST_CASE("logit normalization rejects bad input, naming the argument", "[logit_
             norm::area_under_risk_coverage(std::vector<double>{1, NAN}, std::vector<double>{1, 0});
         },
         "scores[1]");
-    require_error_naming([&] { norm::select_norm_order(view(logits.data(), 0, 4), std::vector<long>{}); },
+    const std::vector<long> no_labels{};
+    require_error_naming([&] { norm::select_norm_order(view(logits.data(), 0, 4), no_labels); },
                          "validation_logits");
     require_error_naming([&] { norm::select_norm_order(z, labels, candidate_orders({})); }, "candidates");
 }

@@ -120,8 +120,10 @@ TEMPLATE_TEST_CASE("logits statistics are as accurate as torch fp32's log_softma
             credit::logits_options options;
             options.temperature = temperature;
             std::vector<float> log_probability(rows), entropy(rows), lse(rows);
-            credit::logits_statistics(view(logits.data(), rows, vocabulary), tokens, log_probability, entropy, {}, lse,
-                                      options);
+            credit::logits_statistics(
+                view(logits.data(), rows, vocabulary), tokens,
+                credit::logits_outputs<float>().token_log_probability(log_probability).entropy(entropy).logsumexp(lse),
+                options);
 
             // float64 and torch fp32 (the logits as stored, upcast as training code does).
             const auto reference = [&](torch::ScalarType type) {

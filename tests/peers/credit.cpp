@@ -60,7 +60,12 @@ TEST_CASE("logits_statistics and logits_backward agree with libtorch log_softmax
                     z[i * s.vocabulary + v] = -std::numeric_limits<float>::infinity();
         std::vector<float> lse(s.rows), log_p(s.rows), entropy(s.rows), squares(s.rows), g(s.rows), gradient(z.size());
         for (index_type i = 0; i < s.rows; ++i) g[i] = static_cast<float>(i % 3) - 0.5f;
-        credit::logits_statistics(view(z.data(), s.rows, s.vocabulary), tokens, log_p, entropy, squares, lse,
+        credit::logits_statistics(view(z.data(), s.rows, s.vocabulary), tokens,
+                                  credit::logits_outputs<float>()
+                                      .token_log_probability(log_p)
+                                      .entropy(entropy)
+                                      .sum_probability_squared(squares)
+                                      .logsumexp(lse),
                                   logits_with(s.temperature));
         credit::logits_backward(g, view(z.data(), s.rows, s.vocabulary), tokens,
                                 view(gradient.data(), s.rows, s.vocabulary), {}, logits_with(s.temperature));
@@ -94,7 +99,8 @@ TEST_CASE("logits_statistics on bf16 logits agrees with libtorch on the same bf1
     std::vector<Eigen::bfloat16> z = to_storage<Eigen::bfloat16>(values);
     std::vector<index_type> tokens = {0, 1, 4999, 17, 2500, 3};
     std::vector<float> log_p(rows), entropy(rows);
-    credit::logits_statistics(view(z.data(), rows, vocabulary), tokens, log_p, entropy);
+    credit::logits_statistics(view(z.data(), rows, vocabulary), tokens,
+                              credit::logits_outputs<float>().token_log_probability(log_p).entropy(entropy));
     const auto logits = torch::from_blob(z.data(), {rows, vocabulary}, torch::kBFloat16).to(torch::kFloat32);
     const auto lp = torch::log_softmax(logits, -1);
     const auto y = torch::from_blob(tokens.data(), {rows, 1}, torch::kInt64);

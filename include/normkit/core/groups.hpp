@@ -78,6 +78,11 @@ inline groups group_ids(vector_view<const std::int32_t> ids, index_type group_co
     return core::ids_groups(ids, &groups::ids32, group_count);
 }
 
+// groups keep a pointer to the ids, so ids from a temporary would dangle once the full expression
+// ends: name the ids first (docs/api.md, Ownership).
+template <class Ids, std::enable_if_t<core::is_owning_temporary_v<Ids>, int> = 0>
+groups group_ids(Ids&& temporary_ids, index_type group_count = -1) = delete;
+
 // The memory of the group ids (none for contiguous groups), for the aliasing checks of
 // core/view.hpp: an output may not overlap the ids it is grouped by ("group ids").
 inline core::memory_span span_of(const groups& grouping) {

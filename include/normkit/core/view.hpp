@@ -58,6 +58,28 @@ index_type tensor_size(const E& tensor) {
 template <class E>
 inline constexpr bool is_viewable_v = is_eigen_dense_v<E> || is_eigen_tensor_v<E>;
 
+// Containers that own their elements: a std::vector, an Eigen Matrix, Array or Tensor (not a Map,
+// Ref, Block or TensorMap, which borrow).
+template <class E>
+struct owns_elements : std::false_type {};
+template <class U, class Allocator>
+struct owns_elements<std::vector<U, Allocator>> : std::true_type {};
+template <class S, int R, int C, int O, int MR, int MC>
+struct owns_elements<Eigen::Matrix<S, R, C, O, MR, MC>> : std::true_type {};
+template <class S, int R, int C, int O, int MR, int MC>
+struct owns_elements<Eigen::Array<S, R, C, O, MR, MC>> : std::true_type {};
+template <class S, int N, int O, class I>
+struct owns_elements<Eigen::Tensor<S, N, O, I>> : std::true_type {};
+template <class S, class D, int O, class I>
+struct owns_elements<Eigen::TensorFixedSize<S, D, O, I>> : std::true_type {};
+
+// E&& binds a temporary that owns its elements. Views and groups do not own what they see, so
+// one made from such a temporary would dangle as soon as the full expression ends: those
+// conversions are deleted, and the caller names the container instead (docs/api.md, Ownership).
+template <class E>
+inline constexpr bool is_owning_temporary_v =
+    !std::is_lvalue_reference_v<E> && owns_elements<std::remove_cv_t<std::remove_reference_t<E>>>::value;
+
 }  // namespace core
 
 template <class T>
@@ -76,8 +98,13 @@ struct matrix_view {
 
     // Anything view() accepts (an Eigen matrix, map, block or RowMajor tensor), so that an
     // optional matrix argument of type matrix_view<T> takes Eigen data or {} (absent) alike.
-    template <class E, class Plain = std::decay_t<E>, class = std::enable_if_t<core::is_viewable_v<Plain>>>
+    template <class E, class Plain = std::decay_t<E>,
+              class = std::enable_if_t<core::is_viewable_v<Plain> && !core::is_owning_temporary_v<E>>>
     matrix_view(E&& x);
+
+    // A view of a temporary matrix or tensor would dangle: name it first (docs/api.md, Ownership).
+    template <class E, std::enable_if_t<core::is_owning_temporary_v<E>, int> = 0>
+    matrix_view(E&& temporary) = delete;
 
     T* row(index_type i) const { return data + i * row_stride; }
     T& operator()(index_type i, index_type j) const { return data[i * row_stride + j]; }
@@ -111,9 +138,14 @@ struct vector_view {
         : data(values.data()), size(static_cast<index_type>(values.size())) {}
 
     // Eigen vectors (contiguous) and tensors of any rank (flattened, contiguous).
-    template <
-        class E, class Plain = std::decay_t<E>,
-        class = std::enable_if_t<core::is_viewable_v<Plain> && std::is_convertible_v<core::data_pointer_t<E>, T*>>>
+    // A view of a temporary vector, matrix or tensor would dangle: name it first (docs/api.md,
+    // Ownership).
+    template <class E, std::enable_if_t<core::is_owning_temporary_v<E>, int> = 0>
+    vector_view(E&& temporary) = delete;
+
+    template <class E, class Plain = std::decay_t<E>,
+              class = std::enable_if_t<core::is_viewable_v<Plain> && !core::is_owning_temporary_v<E> &&
+                                       std::is_convertible_v<core::data_pointer_t<E>, T*>>>
     vector_view(E&& values) {
         if constexpr (core::is_eigen_dense_v<Plain>) {
             core::require(values.rows() == 1 || values.cols() == 1,
@@ -157,8 +189,12 @@ matrix_view<T> view(matrix_view<T> x) {
     return x;
 }
 
+// A view of a temporary matrix or tensor would dangle: name it first (docs/api.md, Ownership).
+template <class E, std::enable_if_t<core::is_owning_temporary_v<E>, int> = 0>
+void view(E&& temporary) = delete;
+
 template <class E, class Plain = std::decay_t<E>,
-          class = std::enable_if_t<core::is_eigen_dense_v<Plain> || core::is_eigen_tensor_v<Plain>>>
+          class = std::enable_if_t<core::is_viewable_v<Plain> && !core::is_owning_temporary_v<E>>>
 auto view(E&& x) {
     using element = std::remove_pointer_t<core::data_pointer_t<E>>;
     if constexpr (core::is_eigen_tensor_v<Plain>) {

@@ -69,9 +69,9 @@
 //   from the logits' storage type). Rows with g_t = 0 get zeros.
 // - Threads split rows; every row is computed the same way, so any thread
 //   count gives the same bits.
-// - Argument order (docs/api.md): the forward writes its outputs, then the
-//   saved logsumexp; the backward takes the output gradient first and reads the
-//   saved logsumexp last. Every output is optional ({}).
+// - Arguments (docs/api.md): the forward's four outputs, the saved logsumexp among them, are
+//   named fields of one logits_outputs, each optional; the backward takes the output gradient
+//   first and reads the saved logsumexp last.
 //
 // Memory (checked; an overlap is a normkit::error naming both arguments): every output is
 // disjoint from every input (the group ids included) and from the other outputs; none is
@@ -99,18 +99,47 @@ void logits_backward(vector_view<const statistic_t<T>> output_gradient, matrix_v
                      vector_view<const statistic_t<T>> logsumexp, const logits_options& options);
 }  // namespace detail
 
-// Per row of logits [T × V]: any of token_log_probability (log π of tokens[t]),
-// entropy, sum_probability_squared and the saved logsumexp (of z/τ); absent
-// outputs ({}) are not computed. tokens is needed only for token_log_probability.
+// The per-row outputs of logits_statistics, each optional (one not set is not computed). All four
+// share one type, so they are set by name, never by position (docs/api.md §1, "Outputs of one
+// type"): a swapped pair cannot compile, and there is no brace initialization by position.
+//   credit::logits_statistics(logits, tokens, credit::logits_outputs<float>().token_log_probability(log_p).logsumexp(lse));
+// S is statistic_t of the logits' storage: float, double for double logits.
+template <class S>
+class logits_outputs {
+public:
+    using value_type = S;
+
+    logits_outputs() {}
+
+    logits_outputs& token_log_probability(vector_view<S> values) { return set(token_log_probability_, values); }
+    logits_outputs& entropy(vector_view<S> values) { return set(entropy_, values); }
+    logits_outputs& sum_probability_squared(vector_view<S> values) { return set(sum_probability_squared_, values); }
+    logits_outputs& logsumexp(vector_view<S> values) { return set(logsumexp_, values); }  // for logits_backward
+
+    vector_view<S> token_log_probability() const { return token_log_probability_; }
+    vector_view<S> entropy() const { return entropy_; }
+    vector_view<S> sum_probability_squared() const { return sum_probability_squared_; }
+    vector_view<S> logsumexp() const { return logsumexp_; }
+
+private:
+    logits_outputs& set(vector_view<S>& field, vector_view<S> values) {
+        field = values;
+        return *this;
+    }
+
+    vector_view<S> token_log_probability_, entropy_, sum_probability_squared_, logsumexp_;
+};
+
+// Per row of logits [T × V]: the outputs set in `outputs` (log π of tokens[t], entropy, Σπ², the
+// saved logsumexp of z/τ). tokens is needed only for token_log_probability.
 template <class Logits>
 void logits_statistics(const Logits& logits, vector_view<const index_type> tokens,
-                       statistics_t<Logits> token_log_probability = {}, statistics_t<Logits> entropy = {},
-                       statistics_t<Logits> sum_probability_squared = {}, statistics_t<Logits> logsumexp = {},
+                       const logits_outputs<statistic_t<element_t<Logits>>>& outputs,
                        const logits_options& options = {}) {
     using T = element_t<Logits>;
     static_assert(core::is_storage_v<T>, "logits_statistics: logits are float, double, bfloat16 or half");
-    detail::logits_statistics<T>(view(logits), tokens, token_log_probability, entropy, sum_probability_squared,
-                                 logsumexp, options);
+    detail::logits_statistics<T>(view(logits), tokens, outputs.token_log_probability(), outputs.entropy(),
+                                 outputs.sum_probability_squared(), outputs.logsumexp(), options);
 }
 
 // logits_gradient = ∂(Σ_t g_t·log π(y_t))/∂z, overwritten; output_gradient holds g_t.
