@@ -114,8 +114,7 @@ TEST_CASE("errors: the logits kernels' documented special values", "[credit][err
     CHECK(std::isfinite(entropy[0]));
     const std::vector<index_type> token{1};
     const std::vector<float> weight{1.0f};
-    credit::logits_backward(weight, view(z.data(), 1, 3), token,
-                            view(gradient.data(), 1, 3));
+    credit::logits_backward(weight, view(z.data(), 1, 3), token, view(gradient.data(), 1, 3));
     for (int v = 0; v < 3; ++v) CHECK(std::isfinite(gradient[static_cast<std::size_t>(v)]));
     // A NaN logit is not a supported input: NaN statistics (not a silent finite value).
     CHECK(std::isnan(lse[1]));

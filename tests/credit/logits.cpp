@@ -203,22 +203,19 @@ TEST_CASE("logits_statistics rejects bad input, naming it", "[credit][logits]") 
     require_error_naming(
         [&] {
             const std::vector<index_type> outside{0, 5};
-            credit::logits_statistics(logits, outside,
-                                      credit::logits_outputs<float>().token_log_probability(out));
+            credit::logits_statistics(logits, outside, credit::logits_outputs<float>().token_log_probability(out));
         },
         "tokens[1]");
     require_error_naming(
         [&] {
             const std::vector<index_type> negative{-1, 0};
-            credit::logits_statistics(logits, negative,
-                                      credit::logits_outputs<float>().token_log_probability(out));
+            credit::logits_statistics(logits, negative, credit::logits_outputs<float>().token_log_probability(out));
         },
         "vocabulary");
     require_error_naming(
         [&] {
             const std::vector<index_type> one_token{0};
-            credit::logits_statistics(logits, one_token,
-                                      credit::logits_outputs<float>().token_log_probability(out));
+            credit::logits_statistics(logits, one_token, credit::logits_outputs<float>().token_log_probability(out));
         },
         "tokens");
     require_error_naming(

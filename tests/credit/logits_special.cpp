@@ -205,13 +205,11 @@ TEMPLATE_TEST_CASE("logits_backward from a saved lse stays finite at |z/tau| nea
     credit::logits_options options;
     options.temperature = 0.7;
     std::vector<T> lse(1);
-    credit::logits_statistics(view(logits.data(), 1, 1), tokens, credit::logits_outputs<T>().logsumexp(lse),
-                              options);
+    credit::logits_statistics(view(logits.data(), 1, 1), tokens, credit::logits_outputs<T>().logsumexp(lse), options);
     for (const T g : {T(1), T(0)}) {
         std::vector<T> gradient(1, T(7));
         const std::vector<T> weight{g};
-        credit::logits_backward(weight, view(logits.data(), 1, 1), tokens, view(gradient.data(), 1, 1), lse,
-                                options);
+        credit::logits_backward(weight, view(logits.data(), 1, 1), tokens, view(gradient.data(), 1, 1), lse, options);
         INFO("g " << g << " lse " << lse[0] << " gradient " << gradient[0]);
         // π ∈ [0, 1]: the gradient (g/τ)(1 − π) is within [0, g/τ]; g = 0 gives 0.
         CHECK(std::isfinite(gradient[0]));

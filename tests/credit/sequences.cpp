@@ -82,9 +82,8 @@ TEST_CASE("span_advantages rejects bad span tables, naming them", "[credit][span
         [&] {
             const std::vector<double> one_advantage{1.0};
             const std::vector<credit::span> no_spans{};
-            credit::span_advantages(no_spans, view(table.data(), 2, 3), view(mask.data(), 2, 10),
-                                    one_advantage, view(out.data(), 2, 10),
-                                    {credit::outside_span::response_advantage});
+            credit::span_advantages(no_spans, view(table.data(), 2, 3), view(mask.data(), 2, 10), one_advantage,
+                                    view(out.data(), 2, 10), {credit::outside_span::response_advantage});
         },
         "response_advantages");
     // Adjacent spans and empty spans are fine; a format-broken response (no spans) gets 0.

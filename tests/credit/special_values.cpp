@@ -459,9 +459,8 @@ TEMPLATE_TEST_CASE("special values: hapo_token_advantages", "[credit][special_va
             const auto S = to_storage<T>({0.5, -0.25, 0.0, two_rows ? special : 1.0, special}), M = to_storage<T>(m);
             std::vector<T> out(rows * cols, T(-7));
             const std::vector<index_type> ids{0, 0, 1, 1, 1};
-            credit::hapo_token_advantages(vector_view<const T>(S),
-                                          normkit::group_ids(ids),
-                                          view(M.data(), rows, cols), view(out.data(), rows, cols));
+            credit::hapo_token_advantages(vector_view<const T>(S), normkit::group_ids(ids), view(M.data(), rows, cols),
+                                          view(out.data(), rows, cols));
             INFO(type_name<T>() << " value " << special << " two rows " << two_rows);
             for (index_type k = 2 * cols; k < rows * cols; ++k)
                 CHECK((m[k] != 0 ? std::isnan(at(out, k)) : at(out, k) == 0.0));

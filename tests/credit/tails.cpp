@@ -110,8 +110,8 @@ TEMPLATE_TEST_CASE("cort_weights over tails matches the reference", "[credit][co
             options.min_weight = 0.4;
             options.max_weight = 2.5;
             const auto advantages = to_storage<T>(advantage_values);
-            credit::cort_weights(rubric.view, free.view, mask.view, advantages, weights.view,
-                                 token_advantages.view, options);
+            credit::cort_weights(rubric.view, free.view, mask.view, advantages, weights.view, token_advantages.view,
+                                 options);
             const auto expected =
                 reference::cort_weights(rubric.values(), free.values(), mask_values, rows, cols,
                                         static_cast<reference::mapping>(mapping), 1.0, 0.4, 2.5, true, 1.0);

@@ -326,8 +326,8 @@ TEST_CASE("optimal_token_baseline properties", "[credit][otb]") {
         require_error_naming(
             [&] {
                 const std::vector<index_type> ids{1};
-                credit::optimal_token_baseline(v(rewards), v(mask), normkit::group_ids(ids),
-                                               v(log_p), v(sum_p2), {}, v(advantages));
+                credit::optimal_token_baseline(v(rewards), v(mask), normkit::group_ids(ids), v(log_p), v(sum_p2), {},
+                                               v(advantages));
             },
             "group_ids");
         require_error_naming(
@@ -401,8 +401,7 @@ TEMPLATE_TEST_CASE("hapo_token_advantages: token-weighted group z-scores with th
     const auto score_values = stored<TestType>(random_values(rows, 601));
     test_matrix<TestType> mask(rows, cols, mask_values), out(rows, cols, 1);
     const auto scores = to_storage<TestType>(score_values);
-    credit::hapo_token_advantages(scores, normkit::group_ids(group_ids), mask.view,
-                                  out.view);
+    credit::hapo_token_advantages(scores, normkit::group_ids(group_ids), mask.view, out.view);
     CHECK(relative_error(out.values(), reference::hapo_token_advantages(score_values, mask_values, ids, rows, cols,
                                                                         1e-6)) < token_tolerance<TestType>() * 4);
     SECTION("a short outlier among long responses triggers the fallback to GRPO") {
@@ -412,8 +411,7 @@ TEMPLATE_TEST_CASE("hapo_token_advantages: token-weighted group z-scores with th
         test_matrix<TestType> mk(3, 100, m), o(3, 100);
         const std::vector<index_type> ids{4, 4, 4};
         const auto scores = to_storage<TestType>(s);
-        credit::hapo_token_advantages(scores, normkit::group_ids(ids),
-                                      mk.view, o.view);
+        credit::hapo_token_advantages(scores, normkit::group_ids(ids), mk.view, o.view);
         const double mean = 1.0 / 3, sd = std::sqrt((4.0 / 9 + 2.0 / 9) / 2);
         CHECK(o.values()[0] == Approx((1 - mean) / (sd + 1e-6)).epsilon(1e-6));
         CHECK(o.values()[100] == Approx(-mean / (sd + 1e-6)).epsilon(1e-6));
@@ -424,8 +422,7 @@ TEMPLATE_TEST_CASE("hapo_token_advantages: token-weighted group z-scores with th
         [&] {
             const std::vector<index_type> three_ids(3);
             const auto scores = to_storage<TestType>(score_values);
-            credit::hapo_token_advantages(scores, normkit::group_ids(three_ids), mask.view,
-                                          out.view);
+            credit::hapo_token_advantages(scores, normkit::group_ids(three_ids), mask.view, out.view);
         },
         "group_ids");
 }

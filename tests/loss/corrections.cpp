@@ -123,8 +123,7 @@ TEST_CASE("rollout_correction_weights: every level and bound against the referen
                 // batch normalization divides by the token mean (token) or the mean of row means (sequence).
                 options.batch_normalize = true;
                 matrix<double> normalized(rows, cols);
-                const double mean =
-                    loss::rollout_correction_weights(xm, rm, mm, normalized, options);
+                const double mean = loss::rollout_correction_weights(xm, rm, mm, normalized, options);
                 CHECK(relative_error(to_vector(normalized), to_vector(matrix<double>(w / mean))) < 1e-13);
             }
 }

@@ -338,7 +338,6 @@ TEST_CASE("logit normalization rejects bad input, naming the argument", "[logit_
         },
         "scores[1]");
     const std::vector<long> no_labels{};
-    require_error_naming([&] { norm::select_norm_order(view(logits.data(), 0, 4), no_labels); },
-                         "validation_logits");
+    require_error_naming([&] { norm::select_norm_order(view(logits.data(), 0, 4), no_labels); }, "validation_logits");
     require_error_naming([&] { norm::select_norm_order(z, labels, candidate_orders({})); }, "candidates");
 }
