@@ -45,7 +45,8 @@ inline void normalizer<T, O>::write_scaled(index_type g, double group_mean, doub
 // The float parts of the plans of width<double> groups from their μ and multiplier (stretch/D) in
 // double lanes: float(μ), float(μ − float(μ)) and float(multiplier), the one rounding rule of a plan.
 template <class T, class O>
-inline void normalizer<T, O>::float_plans(const core::batch<double>& mean, const core::batch<double>& multiplier, float* high, float* low, float* scale) {
+inline void normalizer<T, O>::float_plans(const core::batch<double>& mean, const core::batch<double>& multiplier,
+                                          float* high, float* low, float* scale) {
     core::store_from_double(high, mean);
     core::store_from_double(low, mean - core::load_as_double(high));
     core::store_from_double(scale, multiplier);
@@ -65,7 +66,9 @@ inline void normalizer<T, O>::write_scaled_float(const float* x, float* y, index
 
 // y = ((x − μ_high) − μ_low)·(1/D) over the whole float batches [0, full).
 template <class T, class O>
-inline void normalizer<T, O>::scale_float_batches(const float* x, float* y, index_type full, const core::batch<float>& high, const core::batch<float>& low, const core::batch<float>& scale) {
+inline void normalizer<T, O>::scale_float_batches(const float* x, float* y, index_type full,
+                                                  const core::batch<float>& high, const core::batch<float>& low,
+                                                  const core::batch<float>& scale) {
     using F = core::batch<float>;
     for (index_type j = 0; j < full; j += core::width<float>)
         (((F::load_unaligned(x + j) - high) - low) * scale).store_unaligned(y + j);
@@ -84,7 +87,8 @@ inline bool normalizer<T, O>::any_nan(const double* values) {
 // write_scaled_float for sixteen groups of whole float batches (no tail), nothing NaN among them: the same
 // operations, without the per-group checks and tail that cost more than the group's own stores.
 template <class T, class O>
-inline void normalizer<T, O>::write_sixteen_float(const float* x, float* y, index_type size, const float* high, const float* low, const float* scale) {
+inline void normalizer<T, O>::write_sixteen_float(const float* x, float* y, index_type size, const float* high,
+                                                  const float* low, const float* scale) {
     using F = core::batch<float>;
     for (index_type k = 0; k < 16; ++k, x += size, y += size)
         scale_float_batches(x, y, size, F(high[k]), F(low[k]), F(scale[k]));
@@ -104,16 +108,15 @@ inline void normalizer<T, O>::contiguous_group(index_type g, group_scratch& scra
 template <class T, class O>
 inline void normalizer<T, O>::sixteen_groups(index_type first, group_scratch& scratch) {
     core::sixteen_moments stats;
-    core::sixteen_group_moments(reinterpret_cast<const float*>(in_.rewards.data) + first * layout_->size,
-                                layout_->size, stats);
+    core::sixteen_group_moments(reinterpret_cast<const float*>(in_.rewards.data) + first * layout_->size, layout_->size,
+                                stats);
     alignas(64) double denominator[16], reciprocal[16];
     using B = core::batch<double>;
     constexpr index_type W = core::width<double>;
     const B inverse_dof(1.0 / static_cast<double>(layout_->size - options_.ddof)), one(1.0);
     for (index_type lane = 0; lane < 16; lane += W) {
-        const B d = scaled_
-                        ? divisor(B::load_aligned(stats.m2 + lane) * inverse_dof, options_.eps, options_.placement)
-                        : one;
+        const B d =
+            scaled_ ? divisor(B::load_aligned(stats.m2 + lane) * inverse_dof, options_.eps, options_.placement) : one;
         d.store_aligned(denominator + lane);
         (one / d).store_aligned(reciprocal + lane);
     }
@@ -133,13 +136,15 @@ inline void normalizer<T, O>::sixteen_groups(index_type first, group_scratch& sc
 // write_scaled_float for the sixteen groups, their float plans made in double lanes (float_plans), so a
 // group's loop only broadcasts them.
 template <class T, class O>
-inline void normalizer<T, O>::sixteen_float_writes(index_type first, const core::sixteen_moments& stats, const double* denominator, const double* reciprocal, double stretch, group_scratch& scratch) {
+inline void normalizer<T, O>::sixteen_float_writes(index_type first, const core::sixteen_moments& stats,
+                                                   const double* denominator, const double* reciprocal, double stretch,
+                                                   group_scratch& scratch) {
     using B = core::batch<double>;
     constexpr index_type W = core::width<double>;
     alignas(64) float high[16], low[16], scale[16];
     for (index_type lane = 0; lane < 16; lane += W)
-        float_plans(B::load_aligned(stats.mean + lane), B::load_aligned(reciprocal + lane) * B(stretch),
-                    high + lane, low + lane, scale + lane);
+        float_plans(B::load_aligned(stats.mean + lane), B::load_aligned(reciprocal + lane) * B(stretch), high + lane,
+                    low + lane, scale + lane);
     const index_type size = layout_->size;
     const float* x = reinterpret_cast<const float*>(in_.rewards.data) + first * size;
     float* y = reinterpret_cast<float*>(out_.data) + first * size;
@@ -162,10 +167,9 @@ inline void normalizer<T, O>::sixteen_float_writes(index_type first, const core:
 template <class T, class O>
 inline void normalizer<T, O>::walk_groups() {
     // The common case (GRPO / Dr. GRPO / RLOO on contiguous groups, nothing masked): one SIMD sweep per group.
-    const bool fast =
-        layout_->size >= 2 && in_.valid.empty() && tokens_.empty() &&
-        (options_.center == center_mode::group_mean || options_.center == center_mode::leave_one_out) &&
-        (options_.scale == scale_mode::group_std || options_.scale == scale_mode::none);
+    const bool fast = layout_->size >= 2 && in_.valid.empty() && tokens_.empty() &&
+                      (options_.center == center_mode::group_mean || options_.center == center_mode::leave_one_out) &&
+                      (options_.scale == scale_mode::group_std || options_.scale == scale_mode::none);
     constexpr index_type block = 16;
     const index_type count = layout_->count, blocks = (count + block - 1) / block;
     core::parallel_for(fast ? blocks : count, options_.threads, [&](index_type begin, index_type end) {

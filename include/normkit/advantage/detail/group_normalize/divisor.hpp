@@ -77,7 +77,6 @@ inline bool per_group_scale(scale_mode scale) {
     return scale == scale_mode::group_std || scale == scale_mode::window_spread;
 }
 
-
 inline void check_options(const group_normalize_options& options) {
     require_ddof("ddof", options.ddof);
     if (options.scale != scale_mode::none) require_eps("eps", options.eps, options.placement);

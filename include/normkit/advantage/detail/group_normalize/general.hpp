@@ -35,7 +35,9 @@ inline double window_center(const std::vector<double>& sorted, double fraction, 
 }
 
 template <class T, class O>
-inline group_extras normalizer<T, O>::extras_of(const std::vector<index_type>& members, const std::vector<double>& values, const moments& stats, std::vector<double>& sorted) const {
+inline group_extras normalizer<T, O>::extras_of(const std::vector<index_type>& members,
+                                                const std::vector<double>& values, const moments& stats,
+                                                std::vector<double>& sorted) const {
     group_extras extras;
     const bool windowed = options_.center == center_mode::window_median ||
                           options_.center == center_mode::window_mean ||
@@ -43,8 +45,7 @@ inline group_extras normalizer<T, O>::extras_of(const std::vector<index_type>& m
     if (windowed) {
         sorted.assign(values.begin(), values.end());
         std::sort(sorted.begin(), sorted.end());
-        extras.window =
-            window_center(sorted, options_.window_fraction, options_.center != center_mode::window_mean);
+        extras.window = window_center(sorted, options_.window_fraction, options_.center != center_mode::window_mean);
         double squares = 0;
         for (double value : values) squares += (value - extras.window) * (value - extras.window);
         const double dof = static_cast<double>(static_cast<index_type>(values.size()) - options_.ddof);
@@ -87,8 +88,8 @@ inline void normalizer<T, O>::general_group(index_type g, group_scratch& scratch
     const auto stats = core::two_pass_moments([&](auto&& sink) {
         for (double value : values) sink(value, 1.0);
     });
-    const group_scale scale = center_and_divisor(
-        stats, lonely, lonely ? group_extras{} : extras_of(members, values, stats, scratch.sorted));
+    const group_scale scale =
+        center_and_divisor(stats, lonely, lonely ? group_extras{} : extras_of(members, values, stats, scratch.sorted));
     for (index_type k = 0; k < count; ++k) out_[members[k]] = advantage(members[k], values[k], scale);
 }
 

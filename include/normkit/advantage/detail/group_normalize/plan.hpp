@@ -64,7 +64,6 @@ std::vector<double> token_counts(const reward_inputs<T>& in, index_type n) {
     return counts;
 }
 
-
 // What the window and length-weighted modes add to a group's moments (general path only).
 struct group_extras {
     double window = 0;           // Q_g (window_median / window_mean / window_spread)
@@ -154,37 +153,48 @@ private:
     void report() const;
 
     // general.hpp: any option, a group at a time from its collected members
-    group_extras extras_of(const std::vector<index_type>& members, const std::vector<double>& values, const moments& stats, std::vector<double>& sorted) const;
+    group_extras extras_of(const std::vector<index_type>& members, const std::vector<double>& values,
+                           const moments& stats, std::vector<double>& sorted) const;
     void general_group(index_type g, group_scratch& scratch);
 
     // scatter.hpp: ragged ids by scatter over dense group numbers
     bool record_options() const;
     bool all_valid() const;
-    template <bool checked> void scatter_sums(core::shifted_sums* sums);
+    template <bool checked>
+    void scatter_sums(core::shifted_sums* sums);
     plan plan_of(const core::shifted_sums& sums, index_type g);
-    template <bool checked> void record_groups();
+    template <bool checked>
+    void record_groups();
     void forget_runs();
     void scatter_groups();
     void resolve_scattered();
 
     // runs.hpp: ragged ids where each group is one run
-    template <bool masked> bool record_runs();
-    template <bool masked> bool record_runs_in(core::id_runs& runs, std::vector<std::int64_t>& run_ids);
+    template <bool masked>
+    bool record_runs();
+    template <bool masked>
+    bool record_runs_in(core::id_runs& runs, std::vector<std::int64_t>& run_ids);
     void plans_of(const core::shifted_sums* sums, const index_type* bounds, index_type count, plan* plans);
-    template <bool masked> void run_sums(const index_type* bounds, index_type count, core::shifted_sums* sums);
-    template <bool checked> core::shifted_sums run_sum(index_type begin, index_type end);
+    template <bool masked>
+    void run_sums(const index_type* bounds, index_type count, core::shifted_sums* sums);
+    template <bool checked>
+    core::shifted_sums run_sum(index_type begin, index_type end);
     void write_run(index_type begin, index_type end, index_type limit, const plan& p);
 
     // contiguous.hpp: contiguous groups, sixteen per sweep or one SIMD sweep each
     [[gnu::always_inline]] void write_scaled(index_type g, double group_mean, double denominator, double reciprocal);
-    static void float_plans(const core::batch<double>& mean, const core::batch<double>& multiplier, float* high, float* low, float* scale);
+    static void float_plans(const core::batch<double>& mean, const core::batch<double>& multiplier, float* high,
+                            float* low, float* scale);
     static void write_scaled_float(const float* x, float* y, index_type size, const float_plan& plan);
-    static void scale_float_batches(const float* x, float* y, index_type full, const core::batch<float>& high, const core::batch<float>& low, const core::batch<float>& scale);
+    static void scale_float_batches(const float* x, float* y, index_type full, const core::batch<float>& high,
+                                    const core::batch<float>& low, const core::batch<float>& scale);
     static bool any_nan(const double* values);
-    static void write_sixteen_float(const float* x, float* y, index_type size, const float* high, const float* low, const float* scale);
+    static void write_sixteen_float(const float* x, float* y, index_type size, const float* high, const float* low,
+                                    const float* scale);
     void contiguous_group(index_type g, group_scratch& scratch);
     void sixteen_groups(index_type first, group_scratch& scratch);
-    void sixteen_float_writes(index_type first, const core::sixteen_moments& stats, const double* denominator, const double* reciprocal, double stretch, group_scratch& scratch);
+    void sixteen_float_writes(index_type first, const core::sixteen_moments& stats, const double* denominator,
+                              const double* reciprocal, double stretch, group_scratch& scratch);
     void walk_groups();
 
     // whiten.hpp: the whitening over the whole output

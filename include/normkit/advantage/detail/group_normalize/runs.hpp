@@ -113,7 +113,8 @@ inline bool normalizer<T, O>::record_runs_in(core::id_runs& runs, std::vector<st
 // notes a group by its first sample (see label()). The divides and square roots of a plan, one chain
 // per group, are most of its cost: in lanes they issue once for W groups.
 template <class T, class O>
-inline void normalizer<T, O>::plans_of(const core::shifted_sums* sums, const index_type* bounds, index_type count, plan* plans) {
+inline void normalizer<T, O>::plans_of(const core::shifted_sums* sums, const index_type* bounds, index_type count,
+                                       plan* plans) {
     using B = core::batch<double>;
     constexpr index_type W = core::width<double>;
     const bool stretched = options_.center == center_mode::leave_one_out;

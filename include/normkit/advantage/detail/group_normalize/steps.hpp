@@ -64,7 +64,8 @@ inline O normalizer<T, O>::finish(double value) const {
 
 // The one "center and divisor of a group" step of every path, from the group's moments.
 template <class T, class O>
-inline group_scale normalizer<T, O>::center_and_divisor(const moments& stats, bool lonely, const group_extras& extras) const {
+inline group_scale normalizer<T, O>::center_and_divisor(const moments& stats, bool lonely,
+                                                        const group_extras& extras) const {
     group_scale result;
     result.lonely = lonely;
     switch (options_.center) {
@@ -144,8 +145,7 @@ template <class T, class O>
 inline void normalizer<T, O>::report() const {
     if (const index_type i = bad_reward_.load(); i >= 0)
         core::fail("rewards[", i, "] is ", in_.rewards[i], " (",
-                   std::isnan(static_cast<double>(in_.rewards[i])) ? "NaN under nan_policy::error" : "infinite",
-                   ")");
+                   std::isnan(static_cast<double>(in_.rewards[i])) ? "NaN under nan_policy::error" : "infinite", ")");
     if (const index_type g = lonely_group_.load(); g >= 0)
         core::fail("groups: group ", label(g),
                    " has one valid sample, and singleton_policy::error forbids groups of one");
