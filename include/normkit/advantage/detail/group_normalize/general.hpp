@@ -1,9 +1,9 @@
 // The general path of group_normalize (plan.hpp): any option, a group at a time. The planner takes it
-// for contiguous groups outside the GRPO family (a mask, lengths, a window, length weights, a batch or
-// per-sample center), for ragged ids under a window or length-weighted mode, and the other paths fall
-// back to it for a group with a NaN or ±inf reward. It is the only path that collects a group's valid
-// members (index, value), which the window modes sort and the length-weighted center weighs, and its
-// moments are two passes over them (core::two_pass_moments).
+// for contiguous groups outside the contiguous path's case (a mask, lengths, groups of one, a window,
+// length weights, a batch or per-sample center) and for ragged ids under a window or length-weighted
+// mode; the other paths fall back to it for a group with a NaN or ±inf reward. It is the only path that
+// collects a group's valid members (index, value), which the window modes sort and the length-weighted
+// center weighs, and its moments are two passes over them (core::two_pass_moments).
 #pragma once
 
 #include "plan.hpp"

@@ -1,7 +1,7 @@
 // The steps of group_normalize that every path shares (plan.hpp): the input checks, a sample's
 // validity, the batch moments, a group's center and divisor from its moments, a sample's advantage,
 // the singleton policies and the errors noted during the parallel part. One definition of each, so
-// that a group gives the same value by every path that computes it exactly.
+// the paths cannot drift apart in a convention (a group of one, a clip, leave-one-out's stretch).
 #pragma once
 
 #include "plan.hpp"
