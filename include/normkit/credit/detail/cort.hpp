@@ -125,10 +125,11 @@ inline index_type cort_normalize(cort_row& row, double low, double high) {
     return rounds;
 }
 
+// Every argument of cort_weights: shapes, overlaps and the options' ranges.
 template <class T>
-index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const T> log_prob_free,
-                        matrix_view<const T> mask, vector_view<const T> advantages, matrix_view<T> weights,
-                        matrix_view<T> token_advantages, const cort_options& options) {
+void check_cort_arguments(matrix_view<const T> log_prob_rubric, matrix_view<const T> log_prob_free,
+                          matrix_view<const T> mask, vector_view<const T> advantages, matrix_view<T> weights,
+                          matrix_view<T> token_advantages, const cort_options& options) {
     core::require_data("mask", mask);
     core::require_all_like("mask", mask, "log_prob_rubric", log_prob_rubric, "log_prob_free", log_prob_free);
     core::require_optional_like("weights", weights, "mask", mask);
@@ -152,19 +153,26 @@ index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const 
                       options.ramp_end >= options.ramp_start,
                   "ramp_end ", options.ramp_end, " must not precede ramp_start ", options.ramp_start, " (step ",
                   options.step, ")");
-    const double ramp = smoothstep_ramp(options.step, options.ramp_start, options.ramp_end);
-    // Rows are swept in batches of doubles (core/convert.hpp's converting loads and stores, the
-    // row's last width<double> − 1 tokens one by one): the loops' selects are what the compiler
-    // will not make of branches on the mask. A token is valid where ~(m == 0), as is_valid says
-    // (xsimd's != is the ordered compare, false for a NaN mask value).
-    const index_type cols = mask.cols;
-    const index_type full = cols - cols % cort_lanes;
-    const cort_batch zero(0.0), one(1.0);
-    const auto contrast_of = [](const T* r, const T* f, index_type t) {
-        return static_cast<double>(core::to_compute(r[t])) - static_cast<double>(core::to_compute(f[t]));
-    };
-    // A NaN contrast is bad input; checked before anything is written (it was found row by row,
-    // after the rows before it had been written).
+}
+
+// Rows are swept in batches of doubles (core/convert.hpp's converting loads and stores, the
+// row's last width<double> − 1 tokens one by one): the loops' selects are what the compiler
+// will not make of branches on the mask. A token is valid where ~(m == 0), as is_valid says
+// (xsimd's != is the ordered compare, false for a NaN mask value).
+
+// c_t = log π(y_t | x, rubric) − log π(y_t | x, criteria-free) of one token, in double.
+template <class T>
+double cort_contrast(const T* rubric, const T* free, index_type t) {
+    return static_cast<double>(core::to_compute(rubric[t])) - static_cast<double>(core::to_compute(free[t]));
+}
+
+// A NaN contrast c_t at a valid token is bad input; checked over every row before anything is
+// written (found row by row, the rows before it would have been written).
+template <class T>
+void require_finite_contrast(matrix_view<const T> log_prob_rubric, matrix_view<const T> log_prob_free,
+                             matrix_view<const T> mask) {
+    const index_type cols = mask.cols, full = cols - cols % cort_lanes;
+    const cort_batch zero(0.0);
     for (index_type i = 0; i < mask.rows; ++i) {
         const T *r = log_prob_rubric.row(i), *f = log_prob_free.row(i), *m = mask.row(i);
         auto bad = zero != zero;
@@ -173,54 +181,76 @@ index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const 
             bad = bad | (~(core::load_as_double(m + t) == zero) & xsimd::isnan(c));
         }
         bool any = xsimd::any(bad);
-        for (index_type t = full; t < cols; ++t) any = any || (is_valid(m[t]) && std::isnan(contrast_of(r, f, t)));
+        for (index_type t = full; t < cols; ++t) any = any || (is_valid(m[t]) && std::isnan(cort_contrast(r, f, t)));
         if (!any) continue;
         for (index_type t = 0; t < cols; ++t)
-            core::require(!is_valid(m[t]) || !std::isnan(contrast_of(r, f, t)),
+            core::require(!is_valid(m[t]) || !std::isnan(cort_contrast(r, f, t)),
                           "the contrast log_prob_rubric - log_prob_free is NaN at valid token (", i, ", ", t, ")");
     }
-    index_type max_rounds = 0;
-    cort_row row(cols);
+}
+
+// The mapping of row i: u_t = f(c_t) on each valid token and 0 elsewhere, valid_t = 1 or 0, and
+// n_i = Σ valid_t. Masked tokens are selected out before the mapping, never mapped and multiplied away.
+template <class T>
+void cort_map_row(const T* r, const T* f, const T* m, cort_row& row, const cort_options& options) {
+    const index_type cols = row.cols, full = cols - cols % cort_lanes;
     double* w = row.w.data();
     double* valid = row.valid.data();
+    const cort_batch zero(0.0), one(1.0);
+    cort_batch count(0.0);
+    for (index_type t = 0; t < full; t += cort_lanes) {
+        const auto in = ~(core::load_as_double(m + t) == zero);
+        const cort_batch c = xsimd::select(in, core::load_as_double(r + t) - core::load_as_double(f + t), zero);
+        core::store_from_double(valid + t, xsimd::select(in, one, zero));
+        core::store_from_double(w + t, xsimd::select(in, cort_map(c, options), zero));
+        count += xsimd::select(in, one, zero);
+    }
+    double n = core::horizontal_sum(count);
+    for (index_type t = full; t < cols; ++t) {
+        const bool in = is_valid(m[t]);
+        valid[t] = in ? 1.0 : 0.0;
+        w[t] = in ? cort_map(cort_contrast(r, f, t), options) : 0.0;
+        n += valid[t];
+    }
+    row.n = n;
+}
+
+// out_t = w_eff·factor with w_eff = 1 + S·(w_t − 1) on valid tokens, 0 elsewhere: the weights
+// (factor 1) or the token advantages A_{i,t} = w_eff·A_i (factor A_i).
+template <class T>
+void cort_write_row(const cort_row& row, double ramp, double factor, T* out) {
+    const index_type cols = row.cols, full = cols - cols % cort_lanes;
+    const double* w = row.w.data();
+    const double* valid = row.valid.data();
+    const cort_batch zero(0.0), one(1.0), ramp_batch(ramp), factor_batch(factor);
+    for (index_type t = 0; t < full; t += cort_lanes) {
+        const cort_batch effective = one + ramp_batch * (core::load_as_double(w + t) - one);
+        const auto in = core::load_as_double(valid + t) != zero;
+        core::store_from_double(out + t, xsimd::select(in, effective * factor_batch, zero));
+    }
+    for (index_type t = full; t < cols; ++t) {
+        const double effective = 1.0 + ramp * (w[t] - 1.0);
+        out[t] = core::from_compute<T>(static_cast<core::compute_t<T>>(valid[t] != 0 ? effective * factor : 0.0));
+    }
+}
+
+template <class T>
+index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const T> log_prob_free,
+                        matrix_view<const T> mask, vector_view<const T> advantages, matrix_view<T> weights,
+                        matrix_view<T> token_advantages, const cort_options& options) {
+    check_cort_arguments(log_prob_rubric, log_prob_free, mask, advantages, weights, token_advantages, options);
+    require_finite_contrast(log_prob_rubric, log_prob_free, mask);
+    const double ramp = smoothstep_ramp(options.step, options.ramp_start, options.ramp_end);
+    index_type max_rounds = 0;
+    cort_row row(mask.cols);
     for (index_type i = 0; i < mask.rows; ++i) {
-        const T *r = log_prob_rubric.row(i), *f = log_prob_free.row(i), *m = mask.row(i);
-        // The mapped weight of each valid token, 0 elsewhere; masked tokens are selected out
-        // before the mapping, never mapped and multiplied away.
-        cort_batch count(0.0);
-        for (index_type t = 0; t < full; t += cort_lanes) {
-            const auto in = ~(core::load_as_double(m + t) == zero);
-            const cort_batch c = xsimd::select(in, core::load_as_double(r + t) - core::load_as_double(f + t), zero);
-            core::store_from_double(valid + t, xsimd::select(in, one, zero));
-            core::store_from_double(w + t, xsimd::select(in, cort_map(c, options), zero));
-            count += xsimd::select(in, one, zero);
-        }
-        double n = core::horizontal_sum(count);
-        for (index_type t = full; t < cols; ++t) {
-            const bool in = is_valid(m[t]);
-            valid[t] = in ? 1.0 : 0.0;
-            w[t] = in ? cort_map(contrast_of(r, f, t), options) : 0.0;
-            n += valid[t];
-        }
-        row.n = n;
-        if (options.normalize) max_rounds = std::max(max_rounds, cort_normalize(row, low, high));
-        const double advantage = token_advantages.empty() ? 0.0 : static_cast<double>(core::to_compute(advantages[i]));
-        // w_eff = 1 + S·(w − 1) on valid tokens, 0 elsewhere; A_{i,t} = w_eff·A_i.
-        const auto write = [&](T* out, double factor) {
-            const cort_batch ramp_batch(ramp), factor_batch(factor);
-            for (index_type t = 0; t < full; t += cort_lanes) {
-                const cort_batch effective = one + ramp_batch * (core::load_as_double(w + t) - one);
-                const auto in = core::load_as_double(valid + t) != zero;
-                core::store_from_double(out + t, xsimd::select(in, effective * factor_batch, zero));
-            }
-            for (index_type t = full; t < cols; ++t) {
-                const double effective = 1.0 + ramp * (w[t] - 1.0);
-                out[t] =
-                    core::from_compute<T>(static_cast<core::compute_t<T>>(valid[t] != 0 ? effective * factor : 0.0));
-            }
-        };
-        if (!weights.empty()) write(weights.row(i), 1.0);
-        if (!token_advantages.empty()) write(token_advantages.row(i), advantage);
+        cort_map_row(log_prob_rubric.row(i), log_prob_free.row(i), mask.row(i), row, options);
+        // w_t = clip(s·u_t, w_min, w_max) with mean 1 over the valid tokens.
+        if (options.normalize)
+            max_rounds = std::max(max_rounds, cort_normalize(row, options.min_weight, options.max_weight));
+        if (!weights.empty()) cort_write_row(row, ramp, 1.0, weights.row(i));
+        if (!token_advantages.empty())
+            cort_write_row(row, ramp, static_cast<double>(core::to_compute(advantages[i])), token_advantages.row(i));
     }
     return max_rounds;
 }
