@@ -1,4 +1,5 @@
 // LayerNorm forward and backward against tests/reference/norm.hpp.
+#include "methods.hpp"
 #include "reference/norm.hpp"
 #include "support.hpp"
 
@@ -60,6 +61,26 @@ void check_forward_backward(index_type rows, index_type n, index_type padding, d
     CHECK(relative_error(to_double(dbias), dbias_ref) < parameter_tolerance);
     CHECK(dx.padding_untouched());
 }
+
+// LayerNorm in the generic norm tests (tests/norm/methods.hpp).
+const register_row_method layer_norm_entry{
+    {"layer_norm",
+     [](matrix_view<const float> x, matrix_view<float> y, const row_run& run) {
+         const std::vector<float> weight(static_cast<std::size_t>(x.cols), 1.0f);
+         norm::layer_norm_forward(x, weight, weight, y, {}, {}, with_run(norm::layer_norm_options{}, run));
+     },
+     [](const test_matrix<float>& x, const test_matrix<float>& dy, const streaming_options& execution) {
+         const index_type rows = x.view.rows, n = x.view.cols;
+         const auto weight = to_storage<float>(random_values(n, 25, 1.0, 0.2));
+         const auto bias = to_storage<float>(random_values(n, 24, 0.0, 0.1));
+         norm::layer_norm_options options;
+         set_execution(options, execution);
+         test_matrix<float> y(rows, n), dx(rows, n);
+         std::vector<float> mean(rows), rstd(rows), dweight(n), dbias(n);
+         norm::layer_norm_forward(x.view, weight, bias, y.view, mean, rstd, options);
+         norm::layer_norm_backward(dy.view, x.view, weight, dx.view, dweight, dbias, mean, rstd, options);
+         return std::vector<std::vector<float>>{storage_of(y), mean, rstd, storage_of(dx), dweight, dbias};
+     }}};
 
 }  // namespace
 

@@ -1,4 +1,5 @@
 // RMSNorm forward and backward against tests/reference/norm.hpp.
+#include "methods.hpp"
 #include "reference/norm.hpp"
 #include "support.hpp"
 
@@ -43,6 +44,25 @@ void check_forward_backward(index_type rows, index_type n, index_type padding, b
     CHECK(relative_error(to_double(dweight), dweight_ref) < (std::is_same_v<T, double> ? 1e-11 : 1e-4));
     CHECK(dx.padding_untouched());
 }
+
+// RMSNorm in the generic norm tests (tests/norm/methods.hpp).
+const register_row_method rms_norm_entry{
+    {"rms_norm",
+     [](matrix_view<const float> x, matrix_view<float> y, const row_run& run) {
+         const std::vector<float> weight(static_cast<std::size_t>(x.cols), 1.0f);
+         norm::rms_norm_forward(x, weight, y, {}, with_run(norm::rms_norm_options{}, run));
+     },
+     [](const test_matrix<float>& x, const test_matrix<float>& dy, const streaming_options& execution) {
+         const index_type rows = x.view.rows, n = x.view.cols;
+         const auto weight = to_storage<float>(random_values(n, 25, 1.0, 0.2));
+         norm::rms_norm_options options;
+         set_execution(options, execution);
+         test_matrix<float> y(rows, n), dx(rows, n);
+         std::vector<float> rstd(rows), dweight(n);
+         norm::rms_norm_forward(x.view, weight, y.view, rstd, options);
+         norm::rms_norm_backward(dy.view, x.view, weight, dx.view, dweight, rstd, options);
+         return std::vector<std::vector<float>>{storage_of(y), rstd, storage_of(dx), dweight};
+     }}};
 
 }  // namespace
 

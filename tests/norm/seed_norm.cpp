@@ -1,4 +1,5 @@
 // SeeDNorm forward and backward against tests/reference/norm_elementwise.hpp.
+#include "methods.hpp"
 #include "reference/norm_elementwise.hpp"
 #include "reference/norm.hpp"
 #include "support.hpp"
@@ -71,6 +72,28 @@ void check_against_reference(index_type rows, index_type n, index_type heads, in
     CHECK(relative_error(to_double(dbeta), ref.dbeta, 1e-3) < parameter_tolerance);
     CHECK(relative_error(to_double(dgamma), ref.dgamma, 1e-3) < parameter_tolerance);
 }
+
+// SeeDNorm in the generic norm tests (tests/norm/methods.hpp), with 3 heads.
+const register_row_method seed_norm_entry{
+    {"seed_norm",
+     [](matrix_view<const float> x, matrix_view<float> y, const row_run& run) {
+         const std::vector<float> p(static_cast<std::size_t>(x.cols), 0.5f);
+         norm::seed_norm_forward(x, p, p, p, y, {}, with_run(norm::seed_norm_options{}, run));
+     },
+     [](const test_matrix<float>& x, const test_matrix<float>& dy, const streaming_options& execution) {
+         const index_type rows = x.view.rows, n = x.view.cols;
+         const auto alpha = to_storage<float>(random_values(n, 23, 0.5, 0.3));
+         const auto beta = to_storage<float>(random_values(n, 24, 0.0, 0.1));
+         const auto gamma = to_storage<float>(random_values(n, 25, 1.0, 0.2));
+         norm::seed_norm_options options;
+         set_execution(options, execution);
+         options.heads = 3;
+         test_matrix<float> y(rows, n), dx(rows, n);
+         std::vector<float> rstd(rows), dalpha(n), dbeta(n), dgamma(n);
+         norm::seed_norm_forward(x.view, alpha, beta, gamma, y.view, rstd, options);
+         norm::seed_norm_backward(dy.view, x.view, alpha, beta, gamma, dx.view, dalpha, dbeta, dgamma, rstd, options);
+         return std::vector<std::vector<float>>{storage_of(y), storage_of(dx), rstd, dalpha, dbeta, dgamma};
+     }}};
 
 }  // namespace
 

@@ -1,15 +1,17 @@
 // Any thread count gives the same bits (docs/api.md §5): QK-norm (L2 and both
-// RMS widths), SeeDNorm and logit normalization at 1, 2, 3, 4 and 7 threads,
+// RMS widths), every row method of tests/norm/methods.hpp (streamed or not as
+// well) and logit normalization at 1, 2, 3, 4 and 7 threads,
 // on odd sizes, forward and backward, against the one-thread bits. Rows are
 // more than the 64 chunks of a cross-row reduction (core/parallel.hpp) and
 // fewer, and the row counts do not divide by the thread counts.
+#include "methods.hpp"
 #include "support.hpp"
 
 #include <normkit/norm/logit_norm.hpp>
 #include <normkit/norm/qk_norm.hpp>
-#include <normkit/norm/seed_norm.hpp>
 
 #include <cstring>
+#include <limits>
 
 using namespace normkit;
 using namespace normkit::testing;
@@ -104,27 +106,32 @@ TEST_CASE("qk_norm: L2 and RMS forms, every width, bitwise at 1, 2, 3, 4 and 7 t
     }
 }
 
-TEST_CASE("seed_norm: forward and backward bitwise at 1, 2, 3, 4 and 7 threads", "[seed_norm][threads]") {
-    for (index_type rows : {index_type(1), index_type(37), index_type(2051)}) {
-        const index_type n = 69, heads = 3;
-        INFO("rows " << rows);
-        const test_matrix<float> x(rows, n, random_values(rows * n, 21), 2), dy(rows, n, random_values(rows * n, 22));
-        const auto alpha = to_storage<float>(random_values(n, 23, 0.5, 0.3));
-        const auto beta = to_storage<float>(random_values(n, 24, 0.0, 0.1));
-        const auto gamma = to_storage<float>(random_values(n, 25, 1.0, 0.2));
-        check_thread_counts([&](int threads) {
-            written out;
-            norm::seed_norm_options options;
-            options.heads = heads;
-            options.threads = threads;
-            test_matrix<float> y(rows, n), dx(rows, n);
-            std::vector<float> rstd(rows), dalpha(n), dbeta(n), dgamma(n);
-            norm::seed_norm_forward(x.view, alpha, beta, gamma, y.view, rstd, options);
-            norm::seed_norm_backward(dy.view, x.view, alpha, beta, gamma, dx.view, dalpha, dbeta, dgamma, rstd,
-                                     options);
-            out.add(y), out.add(dx), out.add(rstd), out.add(dalpha), out.add(dbeta), out.add(dgamma);
-            return out;
-        });
+TEST_CASE("every registered row method: forward and backward bitwise at 1, 2, 3, 4 and 7 threads, streamed or not",
+          "[norm][threads][stream]") {
+    REQUIRE(row_methods().size() >= 3);
+    for (const auto& method : row_methods()) {
+        for (index_type rows : {index_type(1), index_type(37), index_type(2051)}) {
+            const index_type n = 69;
+            INFO(method.name << " rows " << rows);
+            const test_matrix<float> x(rows, n, random_values(rows * n, 21), 2),
+                dy(rows, n, random_values(rows * n, 22));
+            const auto run = [&](int threads, std::size_t stream_above_bytes) {
+                streaming_options execution;
+                execution.threads = threads;
+                execution.stream_above_bytes = stream_above_bytes;
+                written out;
+                for (auto& array : method.outputs(x, dy, execution)) out.add(std::move(array));
+                return out;
+            };
+            check_thread_counts([&](int threads) { return run(threads, streaming_options{}.stream_above_bytes); });
+            // Streaming stores change no bit: every row streamed (0) and none streamed, at 1 and 2 threads.
+            const written one = run(1, streaming_options{}.stream_above_bytes);
+            for (int threads : {1, 2})
+                for (std::size_t threshold : {std::size_t(0), std::numeric_limits<std::size_t>::max()}) {
+                    INFO("threads " << threads << " stream_above_bytes " << threshold);
+                    CHECK(same_bits(run(threads, threshold), one));
+                }
+        }
     }
 }
 
