@@ -387,3 +387,25 @@ TEST_CASE("token-level estimators: degenerate and bad input", "[advantage][retur
     const std::vector<double> baselines = {1.0};
     require_error_naming([&] { remax(rewards, one, baselines, advantages); }, "baselines has length 1");
 }
+
+TEST_CASE("every estimator's options default to one thread and the documented settings", "[advantage][options]") {
+    CHECK(rloo_options{}.threads == 1);
+    CHECK(rloo_options{}.singleton == singleton_policy::keep_raw);
+    CHECK(opo_options{}.threads == 1);
+    CHECK(gpg_options{}.threads == 1);
+    const gapo_options gapo_defaults;
+    CHECK(gapo_defaults.threads == 1);
+    CHECK(gapo_defaults.target_fraction == 0.5);
+    CHECK(gapo_defaults.median);
+    CHECK(gapo_defaults.eps == 1e-6);
+    CHECK(pass_at_k_options{}.threads == 1);
+    CHECK(pass_at_k_options{}.scale_by_std);
+    CHECK(dapo_filter_options{}.threads == 1);
+    CHECK(dapo_filter_options{}.rule == dapo_filter_rule::spread);
+    CHECK(w_reinforce_options{}.threads == 1);
+    CHECK(w_reinforce_options{}.positive_weight == 0.1);
+    CHECK(dna_train_options{}.threads == 1);
+    // dna_train's {} default leaves G unset, which is an error naming it.
+    std::vector<double> values(4, 1.0), out(4);
+    require_error_naming([&] { dna_train(values, out); }, "group_size must be positive");
+}
