@@ -186,9 +186,9 @@ TEST_CASE("errors: the estimators name their arguments", "[advantage][errors]") 
     auto with_nan = rewards;
     with_nan[0] = nan_value;
     require_error_naming([&] { dapo_filter(with_nan, contiguous_groups(2), keep); }, "dapo_filter needs every reward");
-    require_error_naming([&] { w_reinforce(rewards, out, {-1.0}); }, "positive_weight");
-    require_error_naming([&] { dna_train(rewards, out, {4}); }, "advantages has 6");
-    require_error_naming([&] { dna_train(rewards, out, {0}); }, "group_size must be positive");
+    require_error_naming([&] { w_reinforce(rewards, out, {{}, -1.0}); }, "positive_weight");
+    require_error_naming([&] { dna_train(rewards, out, {{}, 4}); }, "advantages has 6");
+    require_error_naming([&] { dna_train(rewards, out, {{}, 0}); }, "group_size must be positive");
     const std::vector<double> table = {1, 0, 2, 1, 0, 1, 1, 1};  // 4 × 2
     const auto columns = view(table.data(), 4, 2);
     std::vector<double> four(4);
@@ -388,13 +388,16 @@ TEST_CASE("errors: aliasing: an advantage output overlaps no input, but where it
         w_reinforce(in_place, in_place);
         CHECK(in_place == out);
         in_place = signed_rewards;
-        dna_train(signed_rewards, out, {3});
-        dna_train(in_place, in_place, {3});
+        dna_train(signed_rewards, out, {{}, 3});
+        dna_train(in_place, in_place, {{}, 3});
         CHECK(in_place == out);
         require_error_naming([&] { w_reinforce(rewards, at(1)); },
                              "output (6) overlaps rewards (6); output may be rewards itself or disjoint from it");
-        require_error_naming([&] { dna_train(rewards, at(1), {3}); },
-                             "output (6) overlaps advantages (6); output may be advantages itself");
+        require_error_naming(
+            [&] {
+                dna_train(rewards, at(1), {{}, 3});
+            },
+            "output (6) overlaps advantages (6); output may be advantages itself");
     }
     SECTION("gepo may write over its advantages, over nothing else") {
         std::vector<double> advantages = {1, -2, 3, -4, 0.5, -0.25}, log_probs(12), mask(12, 1.0), shaped(6);

@@ -70,9 +70,11 @@ TEMPLATE_TEST_CASE("grpo, dr_grpo, rloo, opo, gpg, gapo match verl's code, conti
                                  reference::verl_grpo(values, ids, false), 1.0) < tolerance);
             CHECK(relative_error(compute<T>(values, [&](auto& r, auto& o) { rloo(r, groups, o); }),
                                  reference::verl_rloo(values, ids), 1.0) < tolerance);
-            CHECK(relative_error(
-                      compute<T>(values, [&](auto& r, auto& o) { rloo(r, groups, o, {singleton_policy::zero}); }),
-                      reference::verl_rloo_vectorized(values, ids), 1.0) < tolerance);
+            CHECK(relative_error(compute<T>(values,
+                                            [&](auto& r, auto& o) {
+                                                rloo(r, groups, o, {{}, singleton_policy::zero});
+                                            }),
+                                 reference::verl_rloo_vectorized(values, ids), 1.0) < tolerance);
             std::vector<std::int64_t> lengths(n);
             std::vector<double> length_values(n);
             for (std::size_t i = 0; i < n; ++i)
@@ -85,7 +87,7 @@ TEMPLATE_TEST_CASE("grpo, dr_grpo, rloo, opo, gpg, gapo match verl's code, conti
                                  reference::gapo(values, ids), 1.0) < tolerance);
             CHECK(relative_error(compute<T>(values,
                                             [&](auto& r, auto& o) {
-                                                gapo(r, groups, o, {0.3, false});
+                                                gapo(r, groups, o, {{}, 0.3, false});
                                             }),
                                  reference::gapo(values, ids, 0.3, false), 1.0) < tolerance);
         }
@@ -175,7 +177,7 @@ TEST_CASE("pass_at_k: the arg-max gets r_max − r_2nd over σ + ε, ties give 0
         std::vector<double> out(n);
         pass_at_k(values, contiguous_groups(size), out);
         CHECK(relative_error(out, reference::verl_passk(values, ids)) < 1e-12);
-        pass_at_k(values, contiguous_groups(size), out, {false});
+        pass_at_k(values, contiguous_groups(size), out, {{}, false});
         CHECK(relative_error(out, reference::verl_passk(values, ids, false)) < 1e-12);
     }
     const std::vector<double> tied = {1, 1, 0, 0, 0.5, 1, 0.2, 0.1};
@@ -212,16 +214,16 @@ TEST_CASE("w_reinforce scales positive rewards by λ; dna_train equalizes Σ|A| 
     std::vector<double> out(5);
     w_reinforce(rewards, out);
     CHECK(out == std::vector<double>{0.1, -1, 0.1, -1, 0});
-    w_reinforce(rewards, out, {1.0});  // λ = 1: plain REINFORCE
+    w_reinforce(rewards, out, {{}, 1.0});  // λ = 1: plain REINFORCE
     CHECK(out == rewards);
-    w_reinforce(rewards, out, {0.0});  // λ = 0: negative samples only
+    w_reinforce(rewards, out, {{}, 0.0});  // λ = 0: negative samples only
     CHECK(out == std::vector<double>{0, -1, 0, -1, 0});
-    require_error_naming([&] { w_reinforce(rewards, out, {-1.0}); }, "positive_weight");
+    require_error_naming([&] { w_reinforce(rewards, out, {{}, -1.0}); }, "positive_weight");
 
     // Real group with Σ|A| = 4, counterfactual with 1: both rescaled to 2.5, signs kept.
     const std::vector<double> advantages = {1, -1, 1, -1, 0.5, -0.5, 0, 0, 0, 0, 0, 0};
     std::vector<double> balanced(12);
-    dna_train(vector_view<const double>(advantages.data(), 8), vector_view<double>(balanced.data(), 8), {4});
+    dna_train(vector_view<const double>(advantages.data(), 8), vector_view<double>(balanced.data(), 8), {{}, 4});
     double real = 0, counterfactual = 0;
     for (int j = 0; j < 4; ++j) {
         real += std::abs(balanced[j]);
@@ -233,9 +235,9 @@ TEST_CASE("w_reinforce scales positive rewards by λ; dna_train equalizes Σ|A| 
     CHECK(balanced[0] == Approx(2.5 / 4));
     CHECK(balanced[4] == Approx(1.25));
     dna_train(vector_view<const double>(advantages.data() + 8, 4), vector_view<double>(balanced.data(), 4),
-              {2});  // all zero: stays 0
+              {{}, 2});  // all zero: stays 0
     for (int j = 0; j < 4; ++j) CHECK(balanced[j] == 0.0);
-    require_error_naming([&] { dna_train(advantages, balanced, {4}); }, "not a multiple of 2 × group_size = 8");
+    require_error_naming([&] { dna_train(advantages, balanced, {{}, 4}); }, "not a multiple of 2 × group_size = 8");
 }
 
 TEST_CASE("presets reproduce verl, TRL and OpenRLHF", "[advantage][presets]") {
@@ -384,4 +386,26 @@ TEST_CASE("token-level estimators: degenerate and bad input", "[advantage][retur
     require_error_naming([&] { reinforce_pp(rewards, one, advantages, {}, {1.5}); }, "gamma");
     const std::vector<double> baselines = {1.0};
     require_error_naming([&] { remax(rewards, one, baselines, advantages); }, "baselines has length 1");
+}
+
+TEST_CASE("every estimator's options default to one thread and the documented settings", "[advantage][options]") {
+    CHECK(rloo_options{}.threads == 1);
+    CHECK(rloo_options{}.singleton == singleton_policy::keep_raw);
+    CHECK(opo_options{}.threads == 1);
+    CHECK(gpg_options{}.threads == 1);
+    const gapo_options gapo_defaults;
+    CHECK(gapo_defaults.threads == 1);
+    CHECK(gapo_defaults.target_fraction == 0.5);
+    CHECK(gapo_defaults.median);
+    CHECK(gapo_defaults.eps == 1e-6);
+    CHECK(pass_at_k_options{}.threads == 1);
+    CHECK(pass_at_k_options{}.scale_by_std);
+    CHECK(dapo_filter_options{}.threads == 1);
+    CHECK(dapo_filter_options{}.rule == dapo_filter_rule::spread);
+    CHECK(w_reinforce_options{}.threads == 1);
+    CHECK(w_reinforce_options{}.positive_weight == 0.1);
+    CHECK(dna_train_options{}.threads == 1);
+    // dna_train's {} default leaves G unset, which is an error naming it.
+    std::vector<double> values(4, 1.0), out(4);
+    require_error_naming([&] { dna_train(values, out); }, "group_size must be positive");
 }

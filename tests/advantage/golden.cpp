@@ -219,7 +219,10 @@ TEST_CASE("dapo_filter's two rules against the reference on random groups", "[ad
             INFO("G " << G << " in_range " << in_range);
             std::vector<std::uint8_t> keep(rewards.size());
             const advantage::dapo_filter_options options{
-                in_range ? advantage::dapo_filter_rule::mean_in_range : advantage::dapo_filter_rule::spread, 0.2, 0.9};
+                {},
+                in_range ? advantage::dapo_filter_rule::mean_in_range : advantage::dapo_filter_rule::spread,
+                0.2,
+                0.9};
             advantage::dapo_filter(rewards, contiguous_groups(static_cast<index_type>(G)), keep, options);
             CHECK(keep == reference::dapo_keep(rewards, G, in_range, 0.2, 0.9));
         }

@@ -1,6 +1,6 @@
 // Any thread count gives the same bits (docs/api.md §5): the multi-reward
-// estimators (gdpo in both flavours, sa_mrpo), the estimator wrappers that take
-// a thread count (grpo, dr_grpo) and group_normalize under the framework
+// estimators (gdpo in both flavours, sa_mrpo), every estimator of estimators.hpp
+// (grpo, dr_grpo, rloo, opo, gpg, gapo, pass_at_k, dapo_filter, w_reinforce, dna_train) and group_normalize under the framework
 // presets, at 1, 2, 3, 4 and 7 threads. Contiguous batches of 37 groups of 7
 // (two blocks of 16 groups and a partial one on the contiguous fast path) and
 // ragged ids (odd sizes, shuffled), float and double rewards.
@@ -104,6 +104,37 @@ void check_batch(const batch& b) {
         dr_grpo_options dr;
         dr.threads = threads;
         dr_grpo(rewards, b.grouping(), next(), dr);
+        rloo_options leave_one_out;
+        leave_one_out.threads = threads;
+        rloo(rewards, b.grouping(), next(), leave_one_out);
+        opo_options weighted;
+        weighted.threads = threads;
+        opo(rewards, b.grouping(), b.lengths, next(), weighted);
+        gpg_options rescaled;
+        rescaled.threads = threads;
+        gpg(rewards, b.grouping(), next(), rescaled);
+        gapo_options window;
+        window.threads = threads;
+        gapo(rewards, b.grouping(), next(), window);
+        if (b.ids.empty()) {  // pass@k: the ragged batch has a group of one, an error
+            pass_at_k_options best;
+            best.threads = threads;
+            pass_at_k(rewards, b.grouping(), next(), best);
+        }
+        dapo_filter_options filter;
+        filter.threads = threads;
+        std::vector<std::uint8_t> keep(static_cast<std::size_t>(b.n));
+        const index_type kept = dapo_filter(rewards, b.grouping(), keep, filter);
+        out.emplace_back(keep.begin(), keep.end());
+        out.push_back({static_cast<T>(kept)});
+        w_reinforce_options weighted_positive;
+        weighted_positive.threads = threads;
+        w_reinforce(rewards, next(), weighted_positive);
+        dna_train_options pairs;
+        pairs.group_size = 3;
+        pairs.threads = threads;
+        const index_type paired = b.n - b.n % 6;
+        dna_train(vector_view<const T>(rewards.data(), paired), vector_view<T>(next().data(), paired), pairs);
 
         for (auto options : {presets::verl_grpo(), presets::verl_rloo(), presets::trl(), presets::trl_async(),
                              presets::openrlhf(), presets::trl_rloo()}) {
@@ -119,7 +150,7 @@ void check_batch(const batch& b) {
 }  // namespace
 
 TEMPLATE_TEST_CASE(
-    "gdpo, sa_mrpo, grpo, dr_grpo and the group_normalize presets are bitwise at 1, 2, 3, 4 and 7 threads",
+    "gdpo, sa_mrpo, every estimator and the group_normalize presets are bitwise at 1, 2, 3, 4 and 7 threads",
     "[advantage][threads]", float, double) {
     SECTION("contiguous groups") { check_batch<TestType>(contiguous_batch()); }
     SECTION("ragged ids") { check_batch<TestType>(ragged_batch()); }

@@ -324,7 +324,7 @@ void check_estimators(const batch& b, fuzz::source& in) {
                 rloo(rewards, grouping, out);
                 return compare("rloo", reference::verl_rloo(values, b.ids));
             }
-            rloo(rewards, grouping, out, {singleton_policy::zero});
+            rloo(rewards, grouping, out, {{}, singleton_policy::zero});
             return compare("rloo (zero)", reference::verl_rloo_vectorized(values, b.ids));
         case 3: {
             std::vector<std::int64_t> lengths(values.size());
@@ -341,7 +341,7 @@ void check_estimators(const batch& b, fuzz::source& in) {
             const double fractions[] = {0.5, 0.3, 1.0, 0.01, 0.75};
             const double fraction = in.pick(fractions);
             const bool median = in.flag();
-            gapo(rewards, grouping, out, {fraction, median});
+            gapo(rewards, grouping, out, {{}, fraction, median});
             return compare("gapo", reference::gapo(values, b.ids, fraction, median));
         }
         default: {

@@ -59,7 +59,7 @@ TEST_CASE("golden: OpenRLHF compute_approx_kl clamps every estimator to ±10 (kl
         float_matrix value(rows, cols), gradient(rows, cols);
         loss::kl_options options = loss::presets::openrlhf_kl();
         options.estimator = estimators[e % 3];
-        loss::kl_penalty(x, base, value, gradient, options);
+        loss::kl_penalty(x, base, value, gradient, loss::kl_penalty_options(options));
         check_close(value.cast<double>(), c["value"], 2e-6);
         check_close(gradient.cast<double>(), c["gradient"], 2e-6);
     }

@@ -193,7 +193,7 @@ TEST_CASE("policy_loss equals its parts: surrogate, KL and entropy aggregated se
         loss::policy_surrogate_backward(view(weights.data(), rows, cols), inputs,
                                         view(surrogate_gradient.data(), rows, cols), options.surrogate);
         loss::kl_penalty(view(d.x.data(), rows, cols), view(d.ref.data(), rows, cols), view(kl.data(), rows, cols),
-                         view(kl_gradient.data(), rows, cols), options.kl);
+                         view(kl_gradient.data(), rows, cols), loss::kl_penalty_options(options.kl));
         const double kl_loss =
             loss::aggregate_loss(view(kl.data(), rows, cols), view(d.mask.data(), rows, cols), {}, options.aggregation)
                 .loss;

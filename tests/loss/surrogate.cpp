@@ -375,7 +375,7 @@ TEMPLATE_TEST_CASE("KL estimators match the reference; gradients match finite di
                     options.straight_through = straight;
                     options.clamp = clamp;
                     loss::kl_penalty(matrix_view<const TestType>(x.view), matrix_view<const TestType>(ref.view),
-                                     value.view, gradient.view, options);
+                                     value.view, gradient.view, loss::kl_penalty_options(options));
                     const auto xv = x.values(), rv = ref.values();
                     std::vector<double> expected(xv.size()), fd(xv.size());
                     for (std::size_t k = 0; k < xv.size(); ++k) {
@@ -409,7 +409,7 @@ TEST_CASE("k3 properties: non-negative, verl's clamps, k3+ is the k2 gradient", 
     CHECK(value[3] == Approx(std::exp(-0.3) + 0.3 - 1));
     CHECK(value[3] > 0.0);
     loss::kl_penalty(view(x.data(), 1, 4), view(ref.data(), 1, 4), view(value.data(), 1, 4),
-                     view(gradient.data(), 1, 4), loss::presets::k3_plus());
+                     view(gradient.data(), 1, 4), loss::kl_penalty_options(loss::presets::k3_plus()));
     CHECK(value[3] == Approx(std::exp(-0.3) + 0.3 - 1));
     for (int k = 0; k < 4; ++k) CHECK(gradient[k] == Approx(x[k] - ref[k]));
 }

@@ -153,7 +153,11 @@ inline group_normalize_options trl_rloo(bool normalize_advantages = false, doubl
 // OpenRLHF's dynamic filtering (--algo.dynamic_filtering_range, default (0, 1)): a group is kept when its
 // average score lies strictly inside the range (openrlhf/trainer/ppo_utils/samples_generator.py @ 3c3be6234e0c).
 inline dapo_filter_options openrlhf_dynamic_filtering(double low = 0, double high = 1) {
-    return {dapo_filter_rule::mean_in_range, low, high};
+    dapo_filter_options options;
+    options.rule = dapo_filter_rule::mean_in_range;
+    options.low = low;
+    options.high = high;
+    return options;
 }
 
 // OpenRLHF's global whitening of the gae / reinforce / reinforce_baseline advantages over every action

@@ -51,7 +51,7 @@ struct kl_options {
 // kl_penalty's options: the estimator, and the threads (default 1; any count gives the same bits).
 struct kl_penalty_options : kl_options, execution_options {
     kl_penalty_options() = default;
-    kl_penalty_options(const kl_options& what, const execution_options& how = {})
+    explicit kl_penalty_options(const kl_options& what, const execution_options& how = {})
         : kl_options(what), execution_options(how) {}
 };
 

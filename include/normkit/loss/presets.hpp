@@ -117,7 +117,7 @@ inline policy_loss_options openrlhf_ppo() {
     return options;
 }
 
-// verl's "k3+": for policy_loss_options::kl, or kl_penalty (kl_penalty_options converts from it).
+// verl's "k3+": for policy_loss_options::kl, or kl_penalty (kl_penalty_options(k3_plus()), an explicit conversion).
 inline kl_options k3_plus() {
     kl_options options;
     options.straight_through = true;
