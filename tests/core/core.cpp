@@ -458,8 +458,17 @@ TEST_CASE("view reads Eigen tensors, row-major matrices, blocks and raw buffers"
     CHECK(as_rows.rows == 9);
     CHECK(as_rows.cols == 1);
 
-    Eigen::MatrixXf column_major(3, 4);
-    require_error_naming([&] { view(column_major); }, "row-major");
+    // Column-major matrices do not compile (tests/compile_fail/column_major_matrix.cpp); a
+    // column-major type with one column at compile time is a vector.
+    static_assert(core::is_column_major_matrix_v<Eigen::MatrixXf>);
+    static_assert(!core::is_column_major_matrix_v<Eigen::VectorXf>);
+    static_assert(!core::is_column_major_matrix_v<decltype(std::declval<Eigen::MatrixXf&>().col(1))>);
+    static_assert(!core::is_column_major_matrix_v<Eigen::Matrix<float, -1, -1, Eigen::RowMajor>>);
+    Eigen::MatrixXf column_major = Eigen::MatrixXf::Zero(3, 4);
+    auto second_column = view(column_major.col(1));
+    CHECK(second_column.data == &column_major(0, 1));
+    CHECK(second_column.rows == 3);
+    CHECK(second_column.cols == 1);
     std::vector<float> raw(30);
     require_error_naming([&] { view(raw.data(), 3, 10, 5); }, "row_stride");
     auto strided = view(raw.data(), 3, 8, 10);

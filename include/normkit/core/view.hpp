@@ -58,6 +58,17 @@ index_type tensor_size(const E& tensor) {
 template <class E>
 inline constexpr bool is_viewable_v = is_eigen_dense_v<E> || is_eigen_tensor_v<E>;
 
+template <class E, bool = is_eigen_dense_v<E>>
+struct is_column_major_matrix : std::false_type {};
+template <class E>
+struct is_column_major_matrix<E, true>
+    : std::bool_constant<!static_cast<bool>(E::IsRowMajor) && static_cast<int>(E::ColsAtCompileTime) != 1> {};
+
+// A column-major Eigen type that may have more than one column: view() rejects it at compile time
+// (rows must be contiguous); one with a single column at compile time is a vector, n rows of 1.
+template <class E>
+inline constexpr bool is_column_major_matrix_v = is_column_major_matrix<E>::value;
+
 // Containers that own their elements: a std::vector, an Eigen Matrix, Array or Tensor (not a Map,
 // Ref, Block or TensorMap, which borrow).
 template <class E>
@@ -96,10 +107,13 @@ struct matrix_view {
     matrix_view(T* data_, index_type rows_, index_type cols_, index_type row_stride_)
         : data(data_), rows(rows_), cols(cols_), row_stride(row_stride_) {}
 
-    // Anything view() accepts (an Eigen matrix, map, block or RowMajor tensor), so that an
-    // optional matrix argument of type matrix_view<T> takes Eigen data or {} (absent) alike.
+    // Anything view() accepts (an Eigen matrix, map, block or RowMajor tensor) whose elements are
+    // T's, so that an optional matrix argument of type matrix_view<T> takes Eigen data or {} (absent)
+    // alike. Data of another storage type, or const data where T is written, is no conversion at
+    // all: the compiler's error points at that argument ("could not convert 'mask' from …").
     template <class E, class Plain = std::decay_t<E>,
-              class = std::enable_if_t<core::is_viewable_v<Plain> && !core::is_owning_temporary_v<E>>>
+              class = std::enable_if_t<core::is_viewable_v<Plain> && !core::is_owning_temporary_v<E> &&
+                                       std::is_convertible_v<core::data_pointer_t<E>, T*>>>
     matrix_view(E&& x);
 
     // A view of a temporary matrix or tensor would dangle: name it first (docs/api.md, Ownership).
@@ -214,14 +228,12 @@ auto view(E&& x) {
                                         static_cast<index_type>(dense.cols()),
                                         static_cast<index_type>(dense.outerStride())};
         } else {
-            // Column-major storage is accepted only where it is a vector: n rows of one element.
-            if (dense.cols() == 1)
-                return matrix_view<element>{dense.data(), static_cast<index_type>(dense.rows()), 1,
-                                            static_cast<index_type>(dense.innerStride())};
-            core::require(dense.rows() <= 1 && dense.outerStride() == 1,
-                          "view: matrices must be row-major, got a column-major ", dense.rows(), "x", dense.cols());
-            return matrix_view<element>{dense.data(), static_cast<index_type>(dense.rows()),
-                                        static_cast<index_type>(dense.cols()), static_cast<index_type>(dense.cols())};
+            static_assert(!core::is_column_major_matrix_v<Plain>,
+                          "normkit::view: matrices must be row-major (Eigen::RowMajor); a column-major type is "
+                          "accepted only as a vector, with one column at compile time");
+            // A column-major vector: n rows of one element.
+            return matrix_view<element>{dense.data(), static_cast<index_type>(dense.rows()), 1,
+                                        static_cast<index_type>(dense.innerStride())};
         }
     }
 }
@@ -230,8 +242,6 @@ template <class T>
 template <class E, class Plain, class>
 matrix_view<T>::matrix_view(E&& x) {
     const auto viewed = view(std::forward<E>(x));
-    static_assert(std::is_convertible_v<decltype(viewed.data), T*>,
-                  "normkit: a matrix argument has the wrong storage type or constness");
     *this = matrix_view<T>(viewed.data, viewed.rows, viewed.cols, viewed.row_stride);
 }
 
