@@ -9,6 +9,7 @@
 #include "yardstick.hpp"
 
 #include <normkit/norm/layer_norm.hpp>
+#include <normkit/norm/partial_rms_norm.hpp>
 #include <normkit/norm/rms_norm.hpp>
 
 #ifdef NORMKIT_HAVE_TORCH
@@ -499,6 +500,61 @@ void register_alternated_rates(shape s) {
     }
 }
 
+// pRMSNorm at p = 1/16 (the paper's ⌈p·n⌉, ε inside), one thread, in the cache.
+void register_partial_rms_norm(shape s, std::shared_ptr<lazy_tensors> lazy) {
+    const auto count = static_cast<double>(s.rows * s.cols);
+    const double forward_bytes = 2.0 * count * sizeof(float), backward_bytes = 3.0 * count * sizeof(float);
+    const index_type rows = s.rows, n = s.cols;
+    const norm::partial_rms_norm_options options;
+    const index_type k = norm::partial_rms_count(n, options);
+    const std::string label = s.label(1);
+    bench::register_memcpy("partial_rms_norm_forward", label, forward_bytes);
+    register_case("partial_rms_norm_forward", label, "normkit", forward_bytes, [=] {
+        auto& t = lazy->get();
+        norm::partial_rms_norm_forward(view(t.x.data(), rows, n), t.gamma, view(t.y.data(), rows, n), t.rstd, options);
+    });
+    register_case("partial_rms_norm_forward", label, "yardstick", forward_bytes, [=] {
+        auto& t = lazy->get();
+        bench::yardstick::partial_rms_norm_forward(t.x.data(), t.gamma.data(), t.y.data(), t.rstd.data(), rows, n, k,
+                                                   1e-6f);
+    });
+    bench::register_memcpy("partial_rms_norm_backward", label, backward_bytes);
+    register_case("partial_rms_norm_backward", label, "normkit", backward_bytes, [=] {
+        auto& t = lazy->get();
+        norm::partial_rms_norm_backward(view(t.dy.data(), rows, n), view(t.x.data(), rows, n), t.gamma,
+                                        view(t.dx.data(), rows, n), t.dgamma, t.rstd, options);
+    });
+    register_case("partial_rms_norm_backward", label, "yardstick", backward_bytes, [=] {
+        auto& t = lazy->get();
+        bench::yardstick::partial_rms_norm_backward(t.dy.data(), t.x.data(), t.gamma.data(), t.rstd.data(), t.dx.data(),
+                                                    t.dgamma.data(), rows, n, k);
+    });
+#ifdef NORMKIT_HAVE_TORCH
+    register_case("partial_rms_norm_forward", label, "torch", forward_bytes, [=] {
+        auto& t = lazy->get();
+        set_peer_threads(1);
+        const auto tx = torch::from_blob(t.x.data(), {rows, n});
+        const auto r = torch::rsqrt(tx.narrow(1, 0, k).pow(2).mean(-1, true) + 1e-6);
+        auto out = tx * r * torch::from_blob(t.gamma.data(), {n});
+        benchmark::DoNotOptimize(out.data_ptr());
+    });
+    register_case("partial_rms_norm_backward", label, "torch", backward_bytes, [=] {
+        auto& t = lazy->get();
+        set_peer_threads(1);
+        const auto tx = torch::from_blob(t.x.data(), {rows, n});
+        const auto r = torch::rsqrt(tx.narrow(1, 0, k).pow(2).mean(-1, true) + 1e-6);
+        const auto xhat = tx * r;
+        const auto g = torch::from_blob(t.dy.data(), {rows, n}) * torch::from_blob(t.gamma.data(), {n});
+        const auto m = (g * xhat).sum(-1, true) / static_cast<double>(k);
+        auto input_gradient = r * g;
+        input_gradient.narrow(1, 0, k).sub_(r * xhat.narrow(1, 0, k) * m);
+        auto weight_gradient = (torch::from_blob(t.dy.data(), {rows, n}) * xhat).sum(0);
+        benchmark::DoNotOptimize(input_gradient.data_ptr());
+        benchmark::DoNotOptimize(weight_gradient.data_ptr());
+    });
+#endif
+}
+
 const bool registered = [] {
     // In cache: 16384x128 (8 MiB), 512x1024 (2 MiB), 256x4096 (4 MiB); beyond the LLC: 65536x4096 (1 GiB a tensor).
     for (const shape s : {shape{16384, 128}, shape{512, 1024}, shape{256, 4096}, shape{65536, 4096}}) {
@@ -508,6 +564,7 @@ const bool registered = [] {
             register_layer_norm(s, lazy, threads);
             register_rms_norm(s, lazy, threads);
         }
+        if (s.rows != 65536) register_partial_rms_norm(s, lazy);
         if (s.rows == 65536)  // the fp32 yardstick of register_bfloat16_forward's scale_copy
             register_case("rms_norm_forward", s.label(1), "scale_copy",
                           2.0 * static_cast<double>(s.rows * s.cols) * sizeof(float), [lazy] {

@@ -106,6 +106,43 @@ void rms_norm_backward(const T* dy, const T* x, const P* w, const float* rstd, T
     }
 }
 
+// pRMSNorm: y = x·r·w, r = 1/√(Σ_{j<k} x²/k + ε), r saved
+template <class T, class P>
+void partial_rms_norm_forward(const T* x, const P* w, T* y, float* rstd, index_type rows, index_type n, index_type k,
+                              float eps) {
+    for (index_type i = 0; i < rows; ++i) {
+        const T* xi = x + i * n;
+        const float squares = sum(k, [&](index_type j, index_type c) {
+            const batch v = load(xi + j, c);
+            return v * v;
+        });
+        rstd[i] = 1.0f / std::sqrt(squares / static_cast<float>(k) + eps);
+        const batch r(rstd[i]);
+        each(n, [&](index_type j, index_type c) { store(y + i * n + j, load(xi + j, c) * r * load(w + j, c), c); });
+    }
+}
+
+// dx = r·(g − [j < k]·x̂·m), m = Σg·x̂/k, g = dy·w; dw += dy·x̂
+template <class T, class P>
+void partial_rms_norm_backward(const T* dy, const T* x, const P* w, const float* rstd, T* dx, float* dw,
+                               index_type rows, index_type n, index_type k) {
+    std::fill(dw, dw + n, 0.0f);
+    for (index_type i = 0; i < rows; ++i) {
+        const T* xi = x + i * n;
+        const T* gi = dy + i * n;
+        const batch r(rstd[i]);
+        const float dot =
+            sum(n, [&](index_type j, index_type c) { return load(gi + j, c) * load(w + j, c) * load(xi + j, c) * r; });
+        const batch mean_dot(dot / static_cast<float>(k)), none(0.0f);
+        each(n, [&](index_type j, index_type c) {
+            const batch hat = load(xi + j, c) * r, g = load(gi + j, c);
+            const batch m = j + c <= k ? mean_dot : (j >= k ? none : masked(mean_dot, k - j));
+            store(dx + i * n + j, r * (g * load(w + j, c) - hat * m), c);
+            store(dw + j, load(dw + j, c) + g * hat, c);
+        });
+    }
+}
+
 // y = (x − μ)·r·γ + β, μ and r = 1/√(var + ε) saved
 template <class T, class P>
 void layer_norm_forward(const T* x, const P* gamma, const P* beta, T* y, float* mean, float* rstd, index_type rows,

@@ -17,6 +17,7 @@
 #include "norm/l2_norm.hpp"
 #include "norm/layer_norm.hpp"
 #include "norm/logit_norm.hpp"
+#include "norm/partial_rms_norm.hpp"
 #include "norm/qk_norm.hpp"
 #include "norm/rms_norm.hpp"
 #include "norm/seed_norm.hpp"

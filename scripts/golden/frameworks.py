@@ -23,6 +23,7 @@ REPOS = {
     "verl": "verl-project+verl",
     "trl": "huggingface+trl",
     "openrlhf": "OpenRLHF+OpenRLHF",
+    "rmsnorm": "bzhangGo+rmsnorm",  # the RMSNorm / pRMSNorm authors' code
 }
 
 

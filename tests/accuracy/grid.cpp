@@ -25,6 +25,8 @@
 #include <normkit/norm/fused_add_rms_norm.hpp>
 #include <normkit/norm/l2_norm.hpp>
 #include <normkit/norm/layer_norm.hpp>
+#include <normkit/norm/partial_rms_norm.hpp>
+#include <normkit/norm/presets.hpp>
 #include <normkit/norm/qk_norm.hpp>
 #include <normkit/norm/rms_norm.hpp>
 #include <normkit/norm/seed_norm.hpp>
@@ -191,6 +193,30 @@ measured rms_norm(const grid_point& p, std::uint32_t seed, bool offset) {
     return m;
 }
 
+// pRMSNorm at p = 1/16: the paper's convention (⌈p·n⌉, ε inside) or the authors' (⌊p·n⌋, ε outside).
+measured partial_rms_norm(const grid_point& p, std::uint32_t seed, bool authors) {
+    problem d(p, seed);
+    auto options = authors ? norm::presets::zhang_sennrich_prmsnorm() : norm::partial_rms_norm_options{};
+    if (authors && d.n < 16) options.count = norm::partial_count::ceil;  // ⌊n/16⌋ = 0 is an error
+    const index_type k = norm::partial_rms_count(d.n, options);
+    test_matrix<float> y(d.rows, d.n), dx(d.rows, d.n);
+    std::vector<float> rstd(d.rows), dweight(d.n);
+    norm::partial_rms_norm_forward(d.x.view, d.weight, y.view, rstd, options);
+    norm::partial_rms_norm_backward(d.dy.view, d.x.view, d.weight, dx.view, dweight, rstd, options);
+    std::vector<double> y_ref, rstd_ref, dx_ref, dweight_ref;
+    reference::partial_rms_norm_forward(d.xs, {d.rows, d.n}, d.weight_values, false, options.eps, k,
+                                        options.eps_outside, y_ref, rstd_ref);
+    reference::partial_rms_norm_backward(d.dys, d.xs, {d.rows, d.n}, d.weight_values, false, options.eps, k,
+                                         options.eps_outside, dx_ref, dweight_ref);
+    measured m;
+    m.y = worst_ulps(y.values(), y_ref, magnitudes(y_ref));
+    m.statistics = worst_ulps(to_double(rstd), rstd_ref, magnitudes(rstd_ref));
+    m.dx = relative_error(dx.values(), dx_ref, term_floor(d.dys, d.weight_values, rstd_ref, d.n));
+    m.dweight = relative_error(to_double(dweight), dweight_ref,
+                               column_floor(product(d.dys, scaled_rows(d.xs, rstd_ref, d.n)), d.n));
+    return m;
+}
+
 // h = x + s with s ~ N(0, 1): the reference normalizes h as stored.
 measured fused_add(const grid_point& p, std::uint32_t seed) {
     problem d(p, seed);
@@ -342,6 +368,10 @@ const std::vector<kernel>& kernels() {
         {"rms_norm (llama casting)", [](const grid_point& p, std::uint32_t s) { return rms_norm(p, s, false); }},
         {"rms_norm (gemma casting, offset)", [](const grid_point& p, std::uint32_t s) { return rms_norm(p, s, true); }},
         {"fused_add_rms_norm", fused_add},
+        {"partial_rms_norm (p = 1/16)",
+         [](const grid_point& p, std::uint32_t s) { return partial_rms_norm(p, s, false); }},
+        {"partial_rms_norm (authors': ⌊p·n⌋, ε outside)",
+         [](const grid_point& p, std::uint32_t s) { return partial_rms_norm(p, s, true); }},
         {"qk_rms_norm (per head)", [](const grid_point& p, std::uint32_t s) { return qk_rms_norm(p, s, false); }},
         {"qk_rms_norm (full width, 4 heads)",
          [](const grid_point& p, std::uint32_t s) { return qk_rms_norm(p, s, true); }},

@@ -3,6 +3,7 @@
 // one-element LayerNorm row has dx = 0 exactly, and an ε too small for the
 // compute type is raised to its smallest normal value (never rounded to 0 or
 // left to overflow 1/√ε, which made 0·∞ = NaN of an all-zero row).
+#include "methods.hpp"
 #include "reference/norm.hpp"
 #include "support.hpp"
 
@@ -14,6 +15,7 @@
 #include <normkit/norm/qk_norm.hpp>
 #include <normkit/norm/rms_norm.hpp>
 
+#include <cstring>
 #include <limits>
 
 using namespace normkit;
@@ -176,5 +178,40 @@ TEST_CASE("rms_norm_backward takes Σg·x over x̂ when it overflows the sums' t
                                           dw_fused, rstd);
         for (index_type j = 0; j < n; ++j) CHECK(static_cast<float>(dh[j]) == static_cast<float>(dx[j]));
         CHECK(dw_fused == dw);
+    }
+}
+
+// The rules every row normalization states (docs/api.md §5, docs/errors.md), checked over the one
+// list of row methods (tests/norm/methods.hpp): output may be input itself, with the same bits; a
+// NaN in one row changes no bit of the others; zero rows write nothing.
+TEST_CASE("every registered row method: in place, a NaN row and zero rows", "[norm][special][aliasing]") {
+    REQUIRE(row_methods().size() >= 4);
+    const auto bits_equal = [](const float* a, const float* b, index_type count) {
+        return std::memcmp(a, b, static_cast<std::size_t>(count) * sizeof(float)) == 0;
+    };
+    for (const auto& method : row_methods()) {
+        for (index_type n : {index_type(1), index_type(7), index_type(69), index_type(1030)}) {
+            INFO(method.name << " n " << n);
+            const index_type rows = 3;
+            const auto values = random_values(rows * n, 71, 0.5, 2.0);
+            const std::vector<float> x(values.begin(), values.end());
+            std::vector<float> y(rows * n);
+            method.forward(view(x.data(), rows, n), view(y.data(), rows, n), row_run{});
+
+            std::vector<float> in_place = x;
+            method.forward(view(in_place.data(), rows, n), view(in_place.data(), rows, n), row_run{});
+            CHECK(bits_equal(in_place.data(), y.data(), rows * n));
+
+            std::vector<float> with_nan = x, y_nan(rows * n);
+            with_nan[n + n / 2] = std::numeric_limits<float>::quiet_NaN();
+            method.forward(view(with_nan.data(), rows, n), view(y_nan.data(), rows, n), row_run{});
+            CHECK(bits_equal(y_nan.data(), y.data(), n));
+            CHECK(bits_equal(y_nan.data() + 2 * n, y.data() + 2 * n, n));
+            CHECK(std::isnan(y_nan[n + n / 2]));
+
+            std::vector<float> untouched(n, -7.0f);
+            method.forward(view(x.data(), 0, n), view(untouched.data(), 0, n), row_run{});
+            CHECK(std::all_of(untouched.begin(), untouched.end(), [](float v) { return v == -7.0f; }));
+        }
     }
 }

@@ -111,4 +111,54 @@ inline void rms_norm_backward(const std::vector<double>& dy, const std::vector<d
     }
 }
 
+// pRMSNorm: the RMS of each row's first k entries normalizes all n; ε inside the root,
+// r = 1/√(Σ_{j<k} x²/k + ε), or outside it, r = 1/(√(Σ_{j<k} x²/k) + ε).
+inline void partial_rms_norm_forward(const std::vector<double>& x, rows_shape shape, const std::vector<double>& weight,
+                                     bool offset, double eps, std::ptrdiff_t k, bool eps_outside,
+                                     std::vector<double>& y, std::vector<double>& rstd) {
+    const auto [rows, n] = shape;
+    y.assign(x.size(), 0.0);
+    rstd.assign(rows, 0.0);
+    for (std::ptrdiff_t i = 0; i < rows; ++i) {
+        long double mean_square = 0;
+        for (std::ptrdiff_t j = 0; j < k; ++j) mean_square += static_cast<long double>(x[i * n + j]) * x[i * n + j];
+        mean_square /= k;
+        const long double r = eps_outside ? 1.0L / (std::sqrt(mean_square) + eps) : 1.0L / std::sqrt(mean_square + eps);
+        rstd[i] = static_cast<double>(r);
+        for (std::ptrdiff_t j = 0; j < n; ++j) {
+            const double w = weight.empty() ? 1.0 : (offset ? 1.0 + weight[j] : weight[j]);
+            y[i * n + j] = static_cast<double>(w * x[i * n + j] * r);
+        }
+    }
+}
+
+// pRMSNorm backward by the chain rule, g = w_eff⊙dy, G = Σ_j g_j·x_j, ρ = √(Σ_{j<k} x²/k):
+//   dx_j = r·g_j − [j < k]·x_j·r³·G/k              (ε inside)
+//   dx_j = r·g_j − [j < k]·x_j·r²·G/(k·ρ)          (ε outside; the second term 0 where ρ = 0)
+//   dw = Σ_rows dy⊙x·r
+inline void partial_rms_norm_backward(const std::vector<double>& dy, const std::vector<double>& x, rows_shape shape,
+                                      const std::vector<double>& weight, bool offset, double eps, std::ptrdiff_t k,
+                                      bool eps_outside, std::vector<double>& dx, std::vector<double>& dweight) {
+    const auto [rows, n] = shape;
+    dx.assign(x.size(), 0.0);
+    dweight.assign(n, 0.0);
+    for (std::ptrdiff_t i = 0; i < rows; ++i) {
+        long double mean_square = 0, total = 0;
+        for (std::ptrdiff_t j = 0; j < k; ++j) mean_square += static_cast<long double>(x[i * n + j]) * x[i * n + j];
+        mean_square /= k;
+        const long double rho = std::sqrt(mean_square);
+        const long double r = eps_outside ? 1.0L / (rho + eps) : 1.0L / std::sqrt(mean_square + eps);
+        for (std::ptrdiff_t j = 0; j < n; ++j) {
+            const double w = weight.empty() ? 1.0 : (offset ? 1.0 + weight[j] : weight[j]);
+            total += static_cast<long double>(w) * dy[i * n + j] * x[i * n + j];
+        }
+        const long double c = eps_outside ? (rho > 0 ? r * r * total / (k * rho) : 0.0L) : r * r * r * total / k;
+        for (std::ptrdiff_t j = 0; j < n; ++j) {
+            const double w = weight.empty() ? 1.0 : (offset ? 1.0 + weight[j] : weight[j]);
+            dx[i * n + j] = static_cast<double>(r * w * dy[i * n + j] - (j < k ? x[i * n + j] * c : 0.0L));
+            dweight[j] += static_cast<double>(dy[i * n + j] * x[i * n + j] * r);
+        }
+    }
+}
+
 }  // namespace normkit::reference

@@ -16,8 +16,12 @@
 // class's default; a released checkpoint may set its own (config.rms_norm_eps):
 // set options.eps after taking the preset. The default rms_norm_options{} is
 // gemma casting without offset, ε = 1e-6: the one rounding, the more accurate.
+//
+// pRMSNorm (partial_rms_norm.hpp), as its authors' code computes it:
+// | zhang_sennrich_prmsnorm(p) | k = ⌊p·n⌋, ε = 1e-8 outside the root, w | bzhangGo/rmsnorm rmsnorm_torch.py, RMSNorm(d, p) |
 #pragma once
 
+#include "partial_rms_norm.hpp"
 #include "rms_norm.hpp"
 
 namespace normkit::norm::presets {
@@ -51,5 +55,16 @@ inline rms_norm_options gemma3() { return detail::rms(1e-6, true, rms_norm_casti
 // 4.52.x is uncertain) and OLMo 2's own training code; transformers 4.47 to 4.52 cast x̂ to the
 // input dtype before the weight, which rms_norm_casting::llama reproduces.
 inline rms_norm_options olmo2() { return detail::rms(1e-5, false, rms_norm_casting::gemma); }
+
+// pRMSNorm as Zhang & Sennrich's own RMSNorm(d, p) computes it: k = int(d·p), r = 1/(RMS + ε),
+// ε = 1e-8 (the default partial_rms_norm_options are the paper's ⌈p·n⌉, ε inside, 1e-6).
+inline partial_rms_norm_options zhang_sennrich_prmsnorm(double p = 0.0625) {
+    partial_rms_norm_options options;
+    options.p = p;
+    options.count = partial_count::floor;
+    options.eps = 1e-8;
+    options.eps_outside = true;
+    return options;
+}
 
 }  // namespace normkit::norm::presets

@@ -13,11 +13,36 @@
 
 namespace normkit::norm::detail {
 
+// The statistic of pRMSNorm (norm/partial_rms_norm.hpp): Σx² over the row's first k entries, and
+// where ε goes. RMSNorm is k = n, ε inside.
+struct partial_statistic {
+    index_type k = 0;
+    bool eps_outside = false;
+};
+
+// r of pRMSNorm from the Σx² of its first k entries: 1/√(Σx²/k + ε), or 1/(√(Σx²/k) + ε) with ε
+// outside the root, formed in W and rounded once to C as inverse_rms is.
+template <class C, class W>
+inline C partial_inverse_rms(W sum_of_squares, const partial_statistic& statistic, W eps) {
+    if (!statistic.eps_outside) return core::inverse_rms<C>(sum_of_squares, statistic.k, eps);
+    return static_cast<C>(W(1) / (std::sqrt(sum_of_squares / static_cast<W>(statistic.k)) + eps));
+}
+
+// The fields pRMSNorm's method adds; none for RMSNorm's (an empty base: the method, copied into
+// every loop, keeps RMSNorm's size and layout).
+template <bool partial>
+struct partial_fields {};
+template <>
+struct partial_fields<true> {
+    partial_statistic statistic;
+};
+
 // RMSNorm's statistics step, per-row affine (r) and element formula, for core::normalize_rows.
 // from_memory: w_eff was formed once in the compute type (beyond the cache), else 1·offset + w
-// is formed from the weight as each batch is read.
-template <class T, bool has_weight, bool llama, bool from_memory>
-struct rms_norm_method {
+// is formed from the weight as each batch is read. partial: pRMSNorm, whose Σx² takes the first
+// statistic.k entries (the element formula is RMSNorm's).
+template <class T, bool has_weight, bool llama, bool from_memory, bool partial = false>
+struct rms_norm_method : partial_fields<partial> {
     using C = core::compute_t<T>;
     using W = core::sum_t<T>;
     using affine = core::batch<C>;
@@ -31,13 +56,23 @@ struct rms_norm_method {
     index_type n;
     vector_view<statistic_t<T>> saved_rstd;
 
-    C rstd_of(W sum_of_squares) const { return core::inverse_rms<C>(sum_of_squares, n, eps); }
+    C rstd_of(W sum_of_squares) const {
+        if constexpr (partial)
+            return partial_inverse_rms<C>(sum_of_squares, this->statistic, eps);
+        else
+            return core::inverse_rms<C>(sum_of_squares, n, eps);
+    }
     affine row(index_type row, const T* in) const {
-        const C r = rstd_of(core::row_sum_of_squares(in, n));
+        index_type taken = n;
+        if constexpr (partial) taken = this->statistic.k;
+        const C r = rstd_of(core::row_sum_of_squares(in, taken));
         if (!saved_rstd.empty()) saved_rstd[row] = r;
         return affine(r);
     }
-    auto pair_step(const T* first, const T* second) const { return core::two_rows_squares_step(first, second); }
+    auto pair_step(const T* first, const T* second) const {
+        static_assert(!partial, "pRMSNorm has no paired (streaming) loop: its Σx² takes k < n entries");
+        return core::two_rows_squares_step(first, second);
+    }
     std::array<affine, 2> pair(index_type row, index_type other, const T*, const T*,
                                const std::array<W, 2>& sums) const {
         const C r = rstd_of(sums[0]), other_r = rstd_of(sums[1]);
@@ -70,9 +105,19 @@ core::streamed_parameter<core::compute_t<T>> effective_rms_weight(vector_view<co
     return effective_weight;
 }
 
-template <class T>
-void rms_norm_forward(matrix_view<const T> x, vector_view<const T> weight, matrix_view<T> y,
-                      vector_view<statistic_t<T>> saved_rstd, const rms_norm_options& options) {
+template <bool partial>
+partial_fields<partial> fields_of(const partial_statistic& statistic) {
+    if constexpr (partial)
+        return {statistic};
+    else
+        return {};
+}
+
+// The forward of RMSNorm (partial = false) and of pRMSNorm (the statistic of its first k entries).
+template <bool partial, class T>
+void rms_rows_forward(matrix_view<const T> x, vector_view<const T> weight, matrix_view<T> y,
+                      vector_view<statistic_t<T>> saved_rstd, const rms_norm_options& options,
+                      partial_statistic statistic) {
     using C = core::compute_t<T>;
     core::require_forward_rows(x, y);
     core::require_parameter("weight", weight, x.cols);
@@ -84,20 +129,37 @@ void rms_norm_forward(matrix_view<const T> x, vector_view<const T> weight, matri
     if (n == 0) return;
     const core::batch<C> one(C(options.offset ? 1 : 0));
     const bool round_normalized = options.casting == rms_norm_casting::llama && !std::is_same_v<T, C>;
-    const bool streaming = core::streams_output<T>(x.rows, n, options.stream_above_bytes);
+    const bool streaming = !partial && core::streams_output<T>(x.rows, n, options.stream_above_bytes);
     // Beyond the cache, w_eff is formed once in the compute type: a 16-bit weight would otherwise
     // be widened (and offset) again for every row, a noticeable share of a bf16 row's time there.
     core::streamed_parameter<C> effective_weight;
     if (streaming && !weight.empty()) effective_weight = effective_rms_weight(weight, y, one);
     core::with_flags(
         [&](auto has_weight, auto llama, auto from_memory) {
-            const rms_norm_method<T, decltype(has_weight)::value, decltype(llama)::value, decltype(from_memory)::value>
-                method{weight.data, effective_weight.data(), one, core::eps_in<T>(options.eps), n, saved_rstd};
-            core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
-                core::normalize_rows(x, y, begin, end, from_memory, method);
-            });
+            // pRMSNorm's rows are normalized one at a time (it has no streaming option): its paired
+            // loop is never instantiated.
+            if constexpr (!(partial && decltype(from_memory)::value)) {
+                const rms_norm_method<T, decltype(has_weight)::value, decltype(llama)::value,
+                                      decltype(from_memory)::value, partial>
+                    method{fields_of<partial>(statistic),
+                           weight.data,
+                           effective_weight.data(),
+                           one,
+                           core::eps_in<T>(options.eps),
+                           n,
+                           saved_rstd};
+                core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
+                    core::normalize_rows(x, y, begin, end, from_memory, method);
+                });
+            }
         },
         !weight.empty(), round_normalized, streaming);
+}
+
+template <class T>
+void rms_norm_forward(matrix_view<const T> x, vector_view<const T> weight, matrix_view<T> y,
+                      vector_view<statistic_t<T>> saved_rstd, const rms_norm_options& options) {
+    rms_rows_forward<false>(x, weight, y, saved_rstd, options, {});
 }
 
 // One row of RMSNorm's backward, g = w_eff⊙dy (w_eff = w + one):
