@@ -556,8 +556,10 @@ void register_partial_rms_norm(shape s, std::shared_ptr<lazy_tensors> lazy) {
 }
 
 const bool registered = [] {
-    // In cache: 16384x128 (8 MiB), 512x1024 (2 MiB), 256x4096 (4 MiB); beyond the LLC: 65536x4096 (1 GiB a tensor).
-    for (const shape s : {shape{16384, 128}, shape{512, 1024}, shape{256, 4096}, shape{65536, 4096}}) {
+    // In cache: 32768x64 and 16384x128 (8 MiB, the head_dim rows of QK-norm and small models), 512x1024
+    // (2 MiB), 256x4096 (4 MiB); beyond the LLC: 65536x4096 (1 GiB a tensor).
+    for (const shape s :
+         {shape{32768, 64}, shape{16384, 128}, shape{512, 1024}, shape{256, 4096}, shape{65536, 4096}}) {
         auto lazy = std::make_shared<lazy_tensors>(lazy_tensors{s.rows, s.cols, nullptr});
         bench::release_on_shape_change([lazy] { lazy->data.reset(); });
         for (int threads : {1, 2}) {
