@@ -235,8 +235,11 @@ void register_token_kernels() {
         benchmark::DoNotOptimize(out->data());
     });
     bench::register_memcpy("gtpo_advantages", shape, 2 * matrix_bytes);
+    credit::gae_options gae;
+    gae.gamma = 0.99;
+    gae.lambda = 0.95;
     register_case("generalized_advantage_estimation", shape, "normkit", 5 * matrix_bytes, [=] {
-        credit::generalized_advantage_estimation(v(*rewards), v(*values), v(*mask), v(*out), v(*out2), {0.99, 0.95});
+        credit::generalized_advantage_estimation(v(*rewards), v(*values), v(*mask), v(*out), v(*out2), gae);
         benchmark::DoNotOptimize(out->data());
     });
     register_case("generalized_advantage_estimation", shape, "yardstick", 5 * matrix_bytes, [=] {

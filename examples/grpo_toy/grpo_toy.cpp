@@ -394,7 +394,9 @@ normkit::loss::policy_loss_result minibatch_loss(const config& c, const weights&
     Matrix keep(part, max_length), token_advantages(part, max_length);
     if (c.entropy_credit) {
         const normkit::matrix_view<const float> entropies = normkit::view(entropy.data(), part, max_length);
-        normkit::credit::top_entropy_mask(entropies, mask, keep, {c.rho});
+        normkit::credit::top_entropy_options top;
+        top.rho = c.rho;
+        normkit::credit::top_entropy_mask(entropies, mask, keep, top);
     }
     normkit::credit::broadcast_advantages(part_advantages, c.entropy_credit ? normkit::view(keep) : mask,
                                           token_advantages);

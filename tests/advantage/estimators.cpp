@@ -331,7 +331,10 @@ TEMPLATE_TEST_CASE("reinforce_pp (both mask rules), reinforce_pp_baseline and re
         for (double gamma : {1.0, 0.9}) {
             for (auto rule : {return_mask_rule::carry, return_mask_rule::reset}) {
                 INFO(type_name<T>() << " T " << cols << " gamma " << gamma << " rule " << int(rule));
-                reinforce_pp(rewards.view, token_mask.view, advantages.view, {}, {gamma, rule});
+                reinforce_pp_options settings;
+                settings.gamma = gamma;
+                settings.mask_rule = rule;
+                reinforce_pp(rewards.view, token_mask.view, advantages.view, {}, settings);
                 const auto expected = reference::verl_reinforce_pp(rewards.values(), mask_values, rows, cols, gamma,
                                                                    rule == return_mask_rule::carry);
                 CHECK(relative_error(advantages.values(), expected, 1.0) < tolerance);
@@ -352,9 +355,11 @@ TEMPLATE_TEST_CASE("reinforce_pp (both mask rules), reinforce_pp_baseline and re
         const auto stored_scores = to_storage<T>(scores);
         std::vector<T> per_sample(rows);
         const std::vector<std::int64_t> ids = {0, 0, 0, 1, 1, 1, 2, 2, 3};
-        reinforce_pp_baseline(
-            stored_scores, group_ids(ids), mask, per_sample,
-            {singleton_policy::keep_raw, {whiten_mode::token_weighted, 1, 1e-8, eps_mode::inside_sqrt}, false});
+        reinforce_pp_baseline_options keep_empty;
+        keep_empty.singleton = singleton_policy::keep_raw;
+        keep_empty.whiten = {whiten_mode::token_weighted, 1, 1e-8, eps_mode::inside_sqrt};
+        keep_empty.exclude_empty_responses = false;
+        reinforce_pp_baseline(stored_scores, group_ids(ids), mask, per_sample, keep_empty);
         std::vector<double> lengths(rows, 0);
         for (index_type i = 0; i < rows; ++i)
             for (index_type t = 0; t < cols; ++t) lengths[i] += mask_values[i * cols + t];
@@ -383,7 +388,9 @@ TEST_CASE("token-level estimators: degenerate and bad input", "[advantage][retur
     CHECK(advantages.isZero(0));  // one valid token whitens to 0
     Eigen::Matrix<double, 3, 3, Eigen::RowMajor> wrong;
     require_error_naming([&] { reinforce_pp(rewards, one, wrong); }, "output has shape 3x3");
-    require_error_naming([&] { reinforce_pp(rewards, one, advantages, {}, {1.5}); }, "gamma");
+    reinforce_pp_options far;
+    far.gamma = 1.5;
+    require_error_naming([&] { reinforce_pp(rewards, one, advantages, {}, far); }, "gamma");
     const std::vector<double> baselines = {1.0};
     require_error_naming([&] { remax(rewards, one, baselines, advantages); }, "baselines has length 1");
 }

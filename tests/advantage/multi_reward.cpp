@@ -176,14 +176,20 @@ TEST_CASE("bnpo matches its reference and reduces to REINFORCE and to GRPO × π
         CHECK(fit.beta == Approx(beta).epsilon(1e-12));
         CHECK(relative_error(out, expected) < 1e-10);
         // α = β = 1: REINFORCE with the group-mean baseline.
-        bnpo(rewards, contiguous_groups(size), out, {1.0, 1.0});
+        bnpo_options uniform;
+        uniform.alpha = 1.0;
+        uniform.beta = 1.0;
+        bnpo(rewards, contiguous_groups(size), out, uniform);
         std::vector<double> baseline(n);
         group_normalize_options mean_only;
         mean_only.scale = scale_mode::none;
         group_normalize(rewards, contiguous_groups(size), baseline, mean_only);
         CHECK(relative_error(out, baseline, 1.0) < 1e-14);
         // α = β = 3/2: population-std GRPO times π/8 (unanimous groups give 0 in both).
-        bnpo(rewards, contiguous_groups(size), out, {1.5, 1.5});
+        bnpo_options arcsine;
+        arcsine.alpha = 1.5;
+        arcsine.beta = 1.5;
+        bnpo(rewards, contiguous_groups(size), out, arcsine);
         group_normalize_options population;
         population.ddof = 0;
         population.placement = eps_mode::std_floor_skip;
@@ -214,7 +220,9 @@ TEST_CASE("bnpo matches its reference and reduces to REINFORCE and to GRPO × π
     const auto first = reference::bnpo(columns_of(columns)[0], reference::contiguous_ids(40, 8));
     const auto second = reference::bnpo(columns_of(columns)[1], reference::contiguous_ids(40, 8));
     for (int i = 0; i < 40; ++i) CHECK(decomposed[i] == Approx((first[i] + second[i]) / 2).margin(1e-10));
-    require_error_naming([&] { bnpo(real, contiguous_groups(8), out, {1.0, std::nullopt}); }, "both alpha and beta");
+    bnpo_options alpha_only;
+    alpha_only.alpha = 1.0;
+    require_error_naming([&] { bnpo(real, contiguous_groups(8), out, alpha_only); }, "both alpha and beta");
     const std::vector<double> with_nan = {1.0, reference::nan_value};
     std::vector<double> two(2);
     require_error_naming([&] { bnpo(with_nan, contiguous_groups(2), two); }, "rewards[1]");

@@ -1,15 +1,22 @@
 // Any thread count gives the same bits (docs/api.md §5): the multi-reward
 // estimators (gdpo in both flavours, sa_mrpo), every estimator of estimators.hpp
 // (grpo, dr_grpo, rloo, opo, gpg, gapo, pass_at_k, dapo_filter, w_reinforce, dna_train) and group_normalize under the framework
-// presets, at 1, 2, 3, 4 and 7 threads. Contiguous batches of 37 groups of 7
-// (two blocks of 16 groups and a partial one on the contiguous fast path) and
-// ragged ids (odd sizes, shuffled), float and double rewards.
+// presets; the token-level estimators of returns.hpp (reinforce_pp, reinforce_pp_baseline, remax) and
+// masked_whiten on [n × 23] token matrices; bnpo, bnpo_decomposed, gepo and scrl; at 1, 2, 3, 4 and 7
+// threads. Contiguous batches of 37 groups of 7 (two blocks of 16 groups and a partial one on the
+// contiguous fast path; 259 rows, more than one reduction chunk) and ragged ids (odd sizes,
+// shuffled), float and double rewards.
 #include "support.hpp"
 
+#include <normkit/advantage/bnpo.hpp>
 #include <normkit/advantage/estimators.hpp>
+#include <normkit/advantage/gepo.hpp>
 #include <normkit/advantage/group_normalize.hpp>
 #include <normkit/advantage/multi_reward.hpp>
 #include <normkit/advantage/presets.hpp>
+#include <normkit/advantage/returns.hpp>
+#include <normkit/advantage/scrl.hpp>
+#include <normkit/advantage/whiten.hpp>
 
 #include <cstring>
 #include <random>
@@ -147,7 +154,90 @@ void check_batch(const batch& b) {
     });
 }
 
+// The token-level estimators and masked_whiten: token matrices [n × 23] whose row i is valid on its
+// first lengths[i] tokens but for every fifth (tool observations); bnpo, gepo, scrl on the groups.
+template <class T>
+void check_token_batch(const batch& b) {
+    const index_type cols = 23, K = 5;
+    const auto n = static_cast<std::size_t>(b.n);
+    std::vector<double> mask_values(n * cols, 0.0);
+    for (index_type i = 0; i < b.n; ++i)
+        for (index_type t = 0; t < std::min<index_type>(b.lengths[i], cols); ++t)
+            mask_values[i * cols + t] = (i + t) % 5 == 4 ? 0.0 : 1.0;
+    const std::vector<T> token_rewards = to_storage<T>(random_values(n * cols, 43, 0.1, 1.0)),
+                         mask = to_storage<T>(mask_values),
+                         log_probs = to_storage<T>(random_values(n * cols, 44, -1, 0.4)),
+                         baselines = to_storage<T>(random_values(n, 45)), rewards = to_storage<T>(random_values(n, 46));
+    std::vector<std::uint8_t> token_mask(mask_values.begin(), mask_values.end());
+    std::vector<T> subproblems(n * K), columns(n * 3);
+    std::mt19937 generator(47);
+    for (auto& r : subproblems) r = T(generator() % 3 != 0 ? 1 : 0);
+    for (std::size_t k = 0; k < columns.size(); ++k) columns[k] = T(k % 3 == 2 ? generator() % 2 : generator() % 7);
+    const auto tokens = [&](const std::vector<T>& x) { return view(x.data(), b.n, cols); };
+    check_thread_counts<T>([&](int threads) {
+        std::vector<std::vector<T>> out;
+        out.reserve(64);  // the references next() hands out stay valid
+        const auto next = [&](std::size_t size) -> std::vector<T>& { return out.emplace_back(size, T(-99)); };
+        reinforce_pp_options returns;
+        returns.gamma = 0.95;
+        returns.threads = threads;
+        for (auto rule : {return_mask_rule::carry, return_mask_rule::reset}) {
+            returns.mask_rule = rule;
+            auto& advantages = next(n * cols);
+            auto& stored = next(n * cols);
+            reinforce_pp(tokens(token_rewards), tokens(mask), view(advantages.data(), b.n, cols),
+                         view(stored.data(), b.n, cols), returns);
+        }
+        remax_options greedy;
+        greedy.threads = threads;
+        auto& remax_advantages = next(n * cols);
+        auto& remax_returns = next(n * cols);
+        remax(tokens(token_rewards), tokens(mask), baselines, view(remax_advantages.data(), b.n, cols),
+              view(remax_returns.data(), b.n, cols), greedy);
+        reinforce_pp_baseline_options baseline;
+        baseline.threads = threads;
+        reinforce_pp_baseline(rewards, b.grouping(),
+                              view(static_cast<const std::uint8_t*>(token_mask.data()), b.n, cols), next(n), baseline);
+        for (auto whiten : {masked_whiten_options{}, presets::openrlhf_whiten()}) {
+            whiten.threads = threads;
+            auto& whitened = next(n * cols);
+            const moments stats =
+                masked_whiten(tokens(token_rewards), tokens(mask), view(whitened.data(), b.n, cols), whiten);
+            out.push_back({static_cast<T>(stats.count), static_cast<T>(stats.mean), static_cast<T>(stats.m2)});
+        }
+        bnpo_options beta;
+        beta.threads = threads;
+        const beta_parameters fit = bnpo(rewards, b.grouping(), next(n), beta);
+        out.push_back({static_cast<T>(fit.alpha), static_cast<T>(fit.beta)});
+        const auto fits =
+            bnpo_decomposed(view(static_cast<const T*>(columns.data()), b.n, 3), b.grouping(), next(n), beta);
+        for (const auto& f : fits) out.push_back({static_cast<T>(f.alpha), static_cast<T>(f.beta)});
+        gepo_options entropy;
+        entropy.threads = threads;
+        gepo_state state;
+        std::vector<double> group_entropy(static_cast<std::size_t>(core::resolve(b.grouping(), b.n).count));
+        for (int step = 0; step < 2; ++step)  // the first call sets the thresholds, the second blends them
+            gepo(rewards, b.grouping(), tokens(log_probs), tokens(mask), state, next(n), group_entropy, entropy);
+        out.push_back({static_cast<T>(state.low), static_cast<T>(state.high)});
+        out.push_back(to_storage<T>(group_entropy));
+        scrl_options progress;
+        progress.threads = threads;
+        auto& scrl_out = next(n * K);
+        scrl(view(static_cast<const T*>(subproblems.data()), b.n, K), b.grouping(), view(scrl_out.data(), b.n, K),
+             progress);
+        return out;
+    });
+}
+
 }  // namespace
+
+TEMPLATE_TEST_CASE(
+    "reinforce_pp, reinforce_pp_baseline, remax, masked_whiten, bnpo, gepo and scrl are bitwise at 1, 2, 3, 4 and 7 "
+    "threads",
+    "[advantage][threads]", float, double) {
+    SECTION("contiguous groups") { check_token_batch<TestType>(contiguous_batch()); }
+    SECTION("ragged ids") { check_token_batch<TestType>(ragged_batch()); }
+}
 
 TEMPLATE_TEST_CASE(
     "gdpo, sa_mrpo, every estimator and the group_normalize presets are bitwise at 1, 2, 3, 4 and 7 threads",

@@ -4,6 +4,7 @@
 // options and required inputs of the token kernels (their NaN / ±inf values are
 // tests/credit/special_values.cpp).
 // Float logits and double token data only.
+#include "credit/fixtures.hpp"
 #include "support.hpp"
 
 #include <normkit/credit/broadcast.hpp>
@@ -283,10 +284,12 @@ TEST_CASE("errors: the options and required inputs of the token kernels name the
     SECTION("OTB, entropy, HAPO") {
         require_error_naming(
             [&] {
-                credit::optimal_token_baseline(D, M, groups, D, D, {}, O1, {}, {false, false, -1.0});
+                credit::optimal_token_baseline_options negative;
+                negative.eps = -1.0;
+                credit::optimal_token_baseline(D, M, groups, D, D, {}, O1, {}, negative);
             },
             "eps must be non-negative and finite, got -1");
-        require_error_naming([&] { credit::top_entropy_mask(D, M, O1, {1.5}); },
+        require_error_naming([&] { credit::top_entropy_mask(D, M, O1, top_entropy(1.5)); },
                              "rho (top_entropy_quantile) must be in [0, 1], got 1.5");
         credit::hapo_entropy_options entropy_options;
         entropy_options.pivot = -0.5;
@@ -308,7 +311,9 @@ TEST_CASE("errors: the options and required inputs of the token kernels name the
                 credit::hapo_clip_ranges(matrix_view<const double>{nullptr, 2, 3, 3}, O1, O2);
             },
             "signal is null");
-        require_error_naming([&] { credit::hapo_redistribute(D, D, D, D, D, M, O1, {INFINITY}); },
+        credit::hapo_redistribute_options redistribute_options;
+        redistribute_options.beta = INFINITY;
+        require_error_naming([&] { credit::hapo_redistribute(D, D, D, D, D, M, O1, redistribute_options); },
                              "beta must be finite");
     }
     SECTION("spans") {

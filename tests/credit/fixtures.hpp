@@ -5,6 +5,10 @@
 #include "reference/credit.hpp"
 
 #include <normkit/core/types.hpp>
+#include <normkit/credit/entropy.hpp>
+#include <normkit/credit/returns.hpp>
+#include <normkit/credit/spans.hpp>
+#include <normkit/credit/turns.hpp>
 
 #include <cstdint>
 #include <random>
@@ -42,6 +46,57 @@ inline std::vector<double> table_of(const reference::turn_rows& rows, index_type
         for (std::size_t t = 0; t < rows[i].size() && static_cast<index_type>(t) < cols; ++t)
             table[i * cols + t] = rows[i][t];
     return table;
+}
+
+// Options set by name: a positional brace list of an options struct does not compile
+// (core/execution.hpp).
+inline credit::discounted_returns_options returns_options(double gamma,
+                                                          return_mask_rule rule = return_mask_rule::carry) {
+    credit::discounted_returns_options options;
+    options.gamma = gamma;
+    options.mask_rule = rule;
+    return options;
+}
+
+inline credit::gae_options gae_settings(double gamma, double lambda, return_mask_rule rule = return_mask_rule::carry) {
+    credit::gae_options options;
+    options.gamma = gamma;
+    options.lambda = lambda;
+    options.mask_rule = rule;
+    return options;
+}
+
+inline credit::span_options span_settings(credit::outside_span outside) {
+    credit::span_options options;
+    options.outside = outside;
+    return options;
+}
+
+inline credit::turns_to_tokens_options turns_to_tokens_settings(double outside) {
+    credit::turns_to_tokens_options options;
+    options.outside = outside;
+    return options;
+}
+
+inline credit::top_entropy_options top_entropy(double rho) {
+    credit::top_entropy_options options;
+    options.rho = rho;
+    return options;
+}
+
+inline credit::hapo_entropy_options hapo_entropy(double pivot,
+                                                 credit::hapo_sign sign = credit::hapo_sign::paper_range) {
+    credit::hapo_entropy_options options;
+    options.pivot = pivot;
+    options.sign = sign;
+    return options;
+}
+
+inline credit::hapo_clip_options hapo_clip(double low, double high) {
+    credit::hapo_clip_options options;
+    options.clip_low = low;
+    options.clip_high = high;
+    return options;
 }
 
 }  // namespace normkit::testing

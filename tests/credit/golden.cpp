@@ -1,6 +1,7 @@
 // The credit module against numbers from OpenRLHF's own functions (tests/credit/golden_openrlhf.hpp,
 // written by scripts/golden/openrlhf.py; each table names its file, function and commit).
 #include "golden_openrlhf.hpp"
+#include "credit/fixtures.hpp"
 #include "support.hpp"
 
 #include <normkit/credit/presets.hpp>
@@ -72,8 +73,9 @@ TEST_CASE("discount_through against the reference sums, float and double, random
                     vm = Eigen::Map<const matrix>(V.data(), rows, cols).cast<T>(),
                     mm = Eigen::Map<const matrix>(m.data(), rows, cols).cast<T>();
             M returns(rows, cols), advantages(rows, cols), gae_returns(rows, cols);
-            credit::discounted_returns(rm, mm, returns, {gamma, return_mask_rule::discount_through});
-            credit::gae_options options{gamma, 0.9, return_mask_rule::discount_through};
+            credit::discounted_returns(rm, mm, returns,
+                                       testing::returns_options(gamma, return_mask_rule::discount_through));
+            const auto options = testing::gae_settings(gamma, 0.9, return_mask_rule::discount_through);
             credit::generalized_advantage_estimation(rm, vm, mm, advantages, gae_returns, options);
             const double tolerance = std::is_same_v<T, double> ? 1e-12 : 2e-5;
             const auto as_vector = [](const M& x) { return std::vector<double>(x.data(), x.data() + x.size()); };

@@ -50,7 +50,7 @@ TEMPLATE_TEST_CASE("span_advantages assigns each span its position's advantage",
     CHECK(out.values() ==
           reference::span_advantages(reference_spans, position_values, positions, mask_values, rows, cols, {}));
     credit::span_advantages(spans, table.view, mask.view, response, out.view,
-                            {credit::outside_span::response_advantage});
+                            span_settings(credit::outside_span::response_advantage));
     CHECK(out.values() == reference::span_advantages(reference_spans, position_values, positions, mask_values, rows,
                                                      cols, response_values));
     CHECK(out.padding_untouched());
@@ -83,7 +83,7 @@ TEST_CASE("span_advantages rejects bad span tables, naming them", "[credit][span
             const std::vector<double> one_advantage{1.0};
             const std::vector<credit::span> no_spans{};
             credit::span_advantages(no_spans, view(table.data(), 2, 3), view(mask.data(), 2, 10), one_advantage,
-                                    view(out.data(), 2, 10), {credit::outside_span::response_advantage});
+                                    view(out.data(), 2, 10), span_settings(credit::outside_span::response_advantage));
         },
         "response_advantages");
     // Adjacent spans and empty spans are fine; a format-broken response (no spans) gets 0.
@@ -225,14 +225,14 @@ TEMPLATE_TEST_CASE("discounted_returns and GAE carry through masked tokens as ve
             mask(rows, cols, mask_values), returns(rows, cols, 2), advantages(rows, cols), gae_returns(rows, cols);
         for (double gamma : {1.0, 0.95}) {
             INFO("cols " << cols << " gamma " << gamma);
-            credit::discounted_returns(rewards.view, mask.view, returns.view, {gamma});
+            credit::discounted_returns(rewards.view, mask.view, returns.view, returns_options(gamma));
             CHECK(relative_error(returns.values(),
                                  reference::discounted_returns(reward_values, mask_values, rows, cols, gamma),
                                  1.0) < tolerance_for<TestType>() * cols);
             CHECK(returns.padding_untouched());
             for (double lambda : {1.0, 0.9}) {
                 credit::generalized_advantage_estimation(rewards.view, values.view, mask.view, advantages.view,
-                                                         gae_returns.view, {gamma, lambda});
+                                                         gae_returns.view, gae_settings(gamma, lambda));
                 const auto expected =
                     reference::gae(reward_values, value_values, mask_values, rows, cols, gamma, lambda);
                 CHECK(relative_error(advantages.values(), expected, 1.0) < tolerance_for<TestType>() * cols * 2);
@@ -242,7 +242,7 @@ TEMPLATE_TEST_CASE("discounted_returns and GAE carry through masked tokens as ve
             }
             // γ = λ = 1: GAE is the return minus the value.
             credit::generalized_advantage_estimation(rewards.view, values.view, mask.view, advantages.view, {},
-                                                     {gamma, 1.0});
+                                                     gae_settings(gamma, 1.0));
             if (gamma == 1.0) {
                 for (std::size_t k = 0; k < mask_values.size(); ++k)
                     CHECK(advantages.values()[k] ==
@@ -254,15 +254,21 @@ TEMPLATE_TEST_CASE("discounted_returns and GAE carry through masked tokens as ve
     }
     std::vector<double> x(4, 1.0), y(4);
     require_error_naming(
-        [&] { credit::discounted_returns(view(x.data(), 2, 2), view(x.data(), 2, 2), view(y.data(), 2, 2), {-0.5}); },
+        [&] {
+            credit::discounted_returns(view(x.data(), 2, 2), view(x.data(), 2, 2), view(y.data(), 2, 2),
+                                       returns_options(-0.5));
+        },
         "gamma");
     require_error_naming(
         [&] {
             credit::generalized_advantage_estimation(view(x.data(), 2, 2), view(x.data(), 2, 2), view(x.data(), 2, 2),
-                                                     view(y.data(), 2, 2), {}, {1.0, NAN});
+                                                     view(y.data(), 2, 2), {}, gae_settings(1.0, NAN));
         },
         "lambda");
     require_error_naming(
-        [&] { credit::discounted_returns(view(x.data(), 2, 2), view(x.data(), 1, 4), view(y.data(), 2, 2), {1.0}); },
+        [&] {
+            credit::discounted_returns(view(x.data(), 2, 2), view(x.data(), 1, 4), view(y.data(), 2, 2),
+                                       returns_options(1.0));
+        },
         "rewards");
 }

@@ -4,6 +4,7 @@
 // the first positions and at the last. Every position the rule does not name
 // must keep the bits of the run without the non-finite value, so other rows,
 // groups and tokens are checked to be unaffected.
+#include "credit/fixtures.hpp"
 #include "support.hpp"
 
 #include <normkit/credit/cort.hpp>
@@ -591,7 +592,7 @@ TEMPLATE_TEST_CASE("special values: span_advantages", "[credit][special_values][
                 out.assign(rows * cols, T(-7));
                 credit::span_advantages(vector_view<const credit::span>(spans), view(P.data(), rows, positions),
                                         view(M.data(), rows, cols), vector_view<const T>(R),
-                                        view(out.data(), rows, cols), {outside});
+                                        view(out.data(), rows, cols), span_settings(outside));
             };
             run(table, response);
             const auto base = out;
@@ -774,7 +775,7 @@ TEMPLATE_TEST_CASE("special values: turns_to_tokens", "[credit][special_values][
             auto P = to_storage<T>(p);
             out.assign(rows * cols, T(-7));
             credit::turns_to_tokens(view(P.data(), rows, turns), view(turn_index.data(), rows, cols),
-                                    view(out.data(), rows, cols), {outside});
+                                    view(out.data(), rows, cols), turns_to_tokens_settings(outside));
         };
         run(per_turn, 0.0);
         const auto base = out;

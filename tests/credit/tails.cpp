@@ -183,7 +183,7 @@ TEMPLATE_TEST_CASE("generalized_advantage_estimation: rows in blocks give each r
             const auto r = random_values(rows * cols, seed++), v = random_values(rows * cols, seed++);
             test_matrix<T> R(rows, cols, r), V(rows, cols, v), M(rows, cols, mask_values), A(rows, cols, 1),
                 G(rows, cols, 1);
-            credit::gae_options options{0.97, 0.9, rule};
+            const auto options = gae_settings(0.97, 0.9, rule);
             credit::generalized_advantage_estimation(R.view, V.view, M.view, A.view, G.view, options);
             CHECK(A.padding_untouched());
             for (index_type i = 0; i < rows; ++i) {

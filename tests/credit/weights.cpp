@@ -351,7 +351,7 @@ TEMPLATE_TEST_CASE("top_entropy_mask keeps the tokens at or above the (1 - rho) 
     test_matrix<TestType> entropy(rows, cols, entropy_values, 1), mask(rows, cols, mask_values), keep(rows, cols, 2);
     const double valid = std::count(mask_values.begin(), mask_values.end(), 1.0);
     for (double rho : {0.0, 0.2, 0.5, 0.8, 1.0}) {
-        credit::top_entropy_mask(entropy.view, mask.view, keep.view, {rho});
+        credit::top_entropy_mask(entropy.view, mask.view, keep.view, top_entropy(rho));
         const auto kept = keep.values();
         CHECK(kept == reference::top_entropy_mask(entropy.values(), mask_values, rho));
         const double count = std::count(kept.begin(), kept.end(), 1.0);
@@ -362,9 +362,10 @@ TEMPLATE_TEST_CASE("top_entropy_mask keeps the tokens at or above the (1 - rho) 
     }
     std::vector<double> none(rows * cols, 0.0);
     test_matrix<TestType> no_mask(rows, cols, none);
-    credit::top_entropy_mask(entropy.view, no_mask.view, keep.view, {0.5});
+    credit::top_entropy_mask(entropy.view, no_mask.view, keep.view, top_entropy(0.5));
     CHECK(keep.values() == none);
-    require_error_naming([&] { credit::top_entropy_mask(entropy.view, mask.view, keep.view, {1.5}); }, "rho");
+    require_error_naming([&] { credit::top_entropy_mask(entropy.view, mask.view, keep.view, top_entropy(1.5)); },
+                         "rho");
 }
 
 TEMPLATE_TEST_CASE("hapo_entropy_signal matches the reference in both sign conventions", "[credit][hapo]", float,
@@ -377,7 +378,7 @@ TEMPLATE_TEST_CASE("hapo_entropy_signal matches the reference in both sign conve
     test_matrix<TestType> entropy(rows, cols, entropy_values), mask(rows, cols, mask_values), signal(rows, cols, 1);
     for (auto sign : {credit::hapo_sign::paper_range, credit::hapo_sign::released_code})
         for (double pivot : {0.5, 0.8}) {
-            credit::hapo_entropy_signal(entropy.view, mask.view, signal.view, {pivot, sign});
+            credit::hapo_entropy_signal(entropy.view, mask.view, signal.view, hapo_entropy(pivot, sign));
             const auto values = signal.values();
             CHECK(relative_error(values, reference::hapo_entropy_signal(entropy.values(), mask_values, pivot,
                                                                         sign == credit::hapo_sign::paper_range)) <
@@ -389,7 +390,8 @@ TEMPLATE_TEST_CASE("hapo_entropy_signal matches the reference in both sign conve
             else
                 CHECK(*low == 0.0);
         }
-    require_error_naming([&] { credit::hapo_entropy_signal(entropy.view, mask.view, signal.view, {1.5}); }, "pivot");
+    require_error_naming([&] { credit::hapo_entropy_signal(entropy.view, mask.view, signal.view, hapo_entropy(1.5)); },
+                         "pivot");
 }
 
 TEMPLATE_TEST_CASE("hapo_token_advantages: token-weighted group z-scores with the GRPO fallback", "[credit][hapo]",
@@ -431,7 +433,7 @@ TEST_CASE("hapo clip ranges and differential advantage redistribution", "[credit
     const index_type rows = 1, cols = 6;
     std::vector<double> signal = {0.5, -0.5, 0.0, 1.0, -1.0, 0.3}, low(cols), high(cols);
     credit::hapo_clip_ranges(view(signal.data(), rows, cols), view(low.data(), rows, cols),
-                             view(high.data(), rows, cols), {0.2, 0.28});
+                             view(high.data(), rows, cols), hapo_clip(0.2, 0.28));
     for (index_type t = 0; t < cols; ++t) {
         const double h = signal[t];
         CHECK(low[t] == Approx(h <= 0 ? 0.2 * (1 - h) : 0.2));
@@ -453,7 +455,7 @@ TEST_CASE("hapo clip ranges and differential advantage redistribution", "[credit
     require_error_naming(
         [&] {
             credit::hapo_clip_ranges(view(signal.data(), rows, cols), view(low.data(), rows, cols),
-                                     view(high.data(), rows, cols), {-0.2, 0.28});
+                                     view(high.data(), rows, cols), hapo_clip(-0.2, 0.28));
         },
         "clip_low");
 }

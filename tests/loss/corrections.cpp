@@ -115,7 +115,12 @@ TEST_CASE("rollout_correction_weights: every level and bound against the referen
         for (const auto b : {bound::truncate, bound::mask})
             for (const double clamp : {20.0, 1.0}) {
                 INFO(static_cast<int>(l) << " " << static_cast<int>(b) << " " << clamp);
-                loss::rollout_correction_options options{l, b, 0.7, 1.6, clamp, false};
+                loss::rollout_correction_options options;
+                options.level = l;
+                options.bound = b;
+                options.lower = 0.7;
+                options.upper = 1.6;
+                options.log_ratio_clamp = clamp;
                 matrix<double> w(rows, cols);
                 loss::rollout_correction_weights(xm, rm, mm, w, options);
                 const auto expected = reference::rollout_weights(x, rollout, mask, {rows, cols}, options);

@@ -22,10 +22,14 @@
 //   binary rewards.
 // - The fitted α and β are returned so a caller can log them.
 // - No validity mask: NaN or infinite rewards are bad input.
+// - Threads (options.threads): the group means and the advantages run on contiguous blocks of
+//   groups (bnpo_decomposed: of rows too); the fit over the group means is one sum in group order.
+//   Any count gives the same bits.
 //
 // Memory (checked): output overlaps no input (rewards or reward_columns, group ids).
 #pragma once
 
+#include "../core/parallel.hpp"
 #include "estimators.hpp"
 
 #include <cmath>
@@ -35,7 +39,7 @@
 
 namespace normkit::advantage {
 
-struct bnpo_options {
+struct bnpo_options : execution_options {
     std::optional<double> alpha, beta;  // fixed Beta parameters instead of the batch fit
     double clamp = 1e6;                 // upper bound of 1/f_Beta
 };
@@ -72,13 +76,18 @@ std::vector<beta_parameters> bnpo_decomposed(const Columns& reward_columns, cons
     std::vector<T> column(static_cast<std::size_t>(n));
     std::vector<double> part(static_cast<std::size_t>(n)), total(static_cast<std::size_t>(n), 0.0);
     std::vector<beta_parameters> fits;
+    const auto rows = [&](auto&& body) {
+        core::parallel_for(n, options.threads, [&](index_type begin, index_type end) {
+            for (index_type i = begin; i < end; ++i) body(i);
+        });
+    };
     for (index_type k = 0; k < K; ++k) {
-        for (index_type i = 0; i < n; ++i) column[i] = columns(i, k);
+        rows([&](index_type i) { column[i] = columns(i, k); });
         fits.push_back(detail::bnpo(vector_view<const T>(column.data(), n), grouping,
                                     vector_view<double>(part.data(), n), options));
-        for (index_type i = 0; i < n; ++i) total[i] += part[i];
+        rows([&](index_type i) { total[i] += part[i]; });
     }
-    for (index_type i = 0; i < n; ++i) out[i] = static_cast<O>(total[i] / static_cast<double>(K));
+    rows([&](index_type i) { out[i] = static_cast<O>(total[i] / static_cast<double>(K)); });
     return fits;
 }
 

@@ -23,11 +23,14 @@
 //   and group_entropy (optional, {}) receives H_g (0 for a group without tokens).
 // - α_high < α_low is the paper's requirement (length collapse otherwise); it is not enforced,
 //   every parameter is an option.
+// - Threads (options.threads): the group entropies and the shaping run on contiguous blocks of
+//   groups; μ_H and σ_H are one sum in group order. Any count gives the same bits.
 // - Memory (checked): output is the advantages themselves or disjoint from them, and overlaps
 //   neither log_probs, the mask, group_entropy nor the group ids; group_entropy overlaps no
 //   argument.
 #pragma once
 
+#include "../core/parallel.hpp"
 #include "estimators.hpp"
 
 #include <cmath>
@@ -36,7 +39,7 @@
 
 namespace normkit::advantage {
 
-struct gepo_options {
+struct gepo_options : execution_options {
     double alpha_low = 0.5;   // scale of positive advantages in low-entropy groups
     double alpha_high = 0.2;  // scale of negative advantages in high-entropy groups
     double beta_low = 0.2;

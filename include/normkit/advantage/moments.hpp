@@ -4,6 +4,8 @@
 // Use: each process computes moments over its shard (batch_moments), gathers
 // the three numbers from every process, folds them with normkit::merge in rank
 // order, and passes the result to group_normalize as inputs.batch_statistics.
+// No options and no threads (docs/api.md §3): one statistic of a shard's rewards, one value per
+// sample, with no per-row output; it runs on the calling thread.
 #pragma once
 
 #include "../core/moments.hpp"

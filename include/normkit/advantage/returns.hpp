@@ -24,6 +24,11 @@
 //   rewards, so it has their type (nonzero = valid). reinforce_pp_baseline's token_mask has no
 //   token data beside it and is std::uint8_t, as group_normalize's. returns is optional ({}).
 //
+// - Threads (options.threads, execution_options, every options struct here): the returns run a row
+//   at a time on contiguous blocks of rows; reinforce_pp's whitening moments add fixed chunks of
+//   rows in chunk order (core/parallel.hpp); reinforce_pp_baseline runs group_normalize with them.
+//   Any count gives the same bits.
+//
 // Memory (checked): advantages and returns overlap no input (token_rewards, mask, baselines)
 // and not each other.
 #pragma once
@@ -36,17 +41,20 @@
 
 namespace normkit::advantage {
 
-struct reinforce_pp_options {
+struct reinforce_pp_options : execution_options {
     double gamma = 1.0;
     return_mask_rule mask_rule = return_mask_rule::carry;
     whiten_options whiten{whiten_mode::token_weighted, 1, 1e-8, eps_mode::inside_sqrt};
 };
 
-struct reinforce_pp_baseline_options {
+struct reinforce_pp_baseline_options : execution_options {
     singleton_policy singleton = singleton_policy::keep_raw;  // verl: μ = 0 for a group of one
     whiten_options whiten{whiten_mode::token_weighted, 1, 1e-8, eps_mode::inside_sqrt};
     bool exclude_empty_responses = true;
 };
+
+// remax's options: the threads (the method has no other setting).
+struct remax_options : execution_options {};
 
 namespace detail {
 template <class T>
@@ -54,7 +62,7 @@ void reinforce_pp(matrix_view<const T> token_rewards, matrix_view<const T> mask,
                   matrix_view<T> returns, const reinforce_pp_options& options);
 template <class T>
 void remax(matrix_view<const T> token_rewards, matrix_view<const T> mask, vector_view<const T> baselines,
-           matrix_view<T> advantages, matrix_view<T> returns);
+           matrix_view<T> advantages, matrix_view<T> returns, const remax_options& options);
 group_normalize_options reinforce_pp_baseline_normalization(const reinforce_pp_baseline_options& options);
 }  // namespace detail
 
@@ -87,12 +95,12 @@ void reinforce_pp_baseline(const reward_inputs<T>& inputs, Output&& output,
 // ReMax: baselines b_i (n) are the greedy rollouts' rewards.
 template <class Rewards, class Mask, class Baselines, class Advantages>
 void remax(const Rewards& token_rewards, const Mask& mask, const Baselines& baselines, Advantages&& advantages,
-           matrix_t<Advantages> returns = {}) {
+           matrix_t<Advantages> returns = {}, const remax_options& options = {}) {
     using T = element_t<Advantages>;
     static_assert(same_storage_v<T, Rewards, Mask> && (std::is_same_v<T, float> || std::is_same_v<T, double>),
                   "remax: token_rewards, mask and advantages share one storage type, float or double");
     detail::remax<T>(view(token_rewards), view(mask), vector_view<const T>(as_vector(baselines)), view(advantages),
-                     returns);
+                     returns, options);
 }
 
 }  // namespace normkit::advantage

@@ -14,10 +14,13 @@
 //   token-credit module. Pass only the curriculum half of a mixed group: the paper normalizes
 //   within each half.
 // - A group of one: its columns are degenerate, so A = 0.
+// - Threads (options.threads): the progress runs on contiguous blocks of rows, the z-scores on
+//   contiguous blocks of groups; any count gives the same bits.
 //
 // Memory (checked): output overlaps neither subproblem_rewards nor the group ids.
 #pragma once
 
+#include "../core/parallel.hpp"
 #include "estimators.hpp"
 
 #include <cmath>
@@ -25,7 +28,7 @@
 
 namespace normkit::advantage {
 
-struct scrl_options {
+struct scrl_options : execution_options {
     double eps = 0;  // 0: divide by the std itself; > 0: by std + eps
 };
 

@@ -19,6 +19,8 @@
 // - Degenerate: an empty batch does nothing; a batch of one sample gets A = 0 (its centred value;
 //   torch's std of one element would be NaN).
 // - The tracker is a plain value type; the caller holds it between steps (and may copy it).
+// - No threads: spo_options configures the tracker and is kept in it, not the options of a call
+//   (docs/api.md §3); each call is one hash lookup per sample of one batch, on the calling thread.
 //
 // Memory (checked): the output of advantages and sampling_weights overlaps no input.
 #pragma once

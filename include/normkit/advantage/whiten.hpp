@@ -17,16 +17,19 @@
 //   (verl's masked_var raises there); a constant batch gives 0 under inside_sqrt and clamp_variance.
 // - Masks: nonzero = a token, of the data's storage type (float or double).
 // - Bad input (shapes, eps ≤ 0, ddof ∉ {0, 1}, std_floor_skip) → normkit::error naming it.
+// - Threads (options.threads): the moments add fixed chunks of rows in chunk order, and the rows
+//   are written in contiguous blocks (core/parallel.hpp); any count gives the same bits.
 //
 // Memory (checked): output may be values itself (the moments are taken first, then each value
 // is read before it is written) or disjoint from it, and overlaps no mask.
 #pragma once
 
+#include "../core/parallel.hpp"
 #include "group_normalize.hpp"
 
 namespace normkit::advantage {
 
-struct masked_whiten_options {
+struct masked_whiten_options : execution_options {
     int ddof = 1;                                // verl masked_var: unbiased
     double eps = 1e-8;                           // > 0
     eps_mode placement = eps_mode::inside_sqrt;  // verl: rsqrt(v + 1e-8); OpenRLHF: clamp_variance
@@ -51,11 +54,12 @@ moments masked_whiten(matrix_view<const T> x, matrix_view<const T> mask, matrix_
     require_ddof("ddof", options.ddof);
     core::require(options.placement != eps_mode::std_floor_skip, "placement std_floor_skip is not a whitening rule");
     if (options.scale) require_eps("eps", options.eps, options.placement);
-    const auto whitened = core::two_pass_moments_scaled([&](auto&& sink) {
-        for (index_type i = 0; i < x.rows; ++i)
-            for (index_type t = 0; t < x.cols; ++t)
-                if (mask(i, t) != T(0)) sink(static_cast<double>(x(i, t)), 1.0);
-    });
+    const auto whitened =
+        core::two_pass_moments_scaled(x.rows, options.threads, [&](index_type begin, index_type end, auto&& sink) {
+            for (index_type i = begin; i < end; ++i)
+                for (index_type t = 0; t < x.cols; ++t)
+                    if (mask(i, t) != T(0)) sink(static_cast<double>(x(i, t)), 1.0);
+        });
     // In x/s (s = 1 but for values beyond 2^500): (x − μ)/D(v) = (x/s − μ/s)·(s/D(v)), and without scaling
     // D = 1, a factor s.
     const moments& scaled = whitened.scaled;
@@ -63,11 +67,13 @@ moments masked_whiten(matrix_view<const T> x, matrix_view<const T> mask, matrix_
     const double factor =
         options.scale ? 1.0 / divisor(scaled.variance(options.ddof), options.eps, options.placement, s) : s;
     const double mean = scaled.mean * s, back = options.shift_mean ? 0.0 : mean;
-    for (index_type i = 0; i < x.rows; ++i)
-        for (index_type t = 0; t < x.cols; ++t) {
-            const double centred = static_cast<double>(x(i, t)) * inverse - scaled.mean;
-            out(i, t) = static_cast<T>((centred == 0 ? 0.0 : centred * factor) + back);
-        }
+    core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
+        for (index_type i = begin; i < end; ++i)
+            for (index_type t = 0; t < x.cols; ++t) {
+                const double centred = static_cast<double>(x(i, t)) * inverse - scaled.mean;
+                out(i, t) = static_cast<T>((centred == 0 ? 0.0 : centred * factor) + back);
+            }
+    });
     return {scaled.count, mean, scaled.m2 * s * s};
 }
 

@@ -9,7 +9,12 @@
 //
 // Only a top-level options struct inherits them: a struct nested in another
 // (policy_loss_options' surrogate, kl and aggregation) says what to compute,
-// and its parent says how.
+// and its parent says how (docs/api.md §3 states the rule).
+//
+// execution_options is not an aggregate: its one-value constructor is explicit, so a positional
+// brace list of a derived struct (gae_options{0.99, 0.95}, or {true} for a struct whose first field
+// is a bool) does not compile, where it would otherwise bind its first value to the base's threads.
+// Options are set by name.
 #pragma once
 
 #include "tuning.hpp"
@@ -19,7 +24,10 @@
 namespace normkit {
 
 struct execution_options {
-    int threads = 1;
+    int threads = 1;  // ≥ 1 used; any count gives the same bits
+
+    execution_options() = default;
+    explicit execution_options(int thread_count) : threads(thread_count) {}
 };
 
 // Beyond the share of the last-level cache one core can count on, an output is

@@ -13,9 +13,11 @@
 // serially with the same results.
 #pragma once
 
+#include "moments.hpp"
 #include "simd.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #ifdef _OPENMP
@@ -50,6 +52,27 @@ void parallel_for(index_type count, int threads, Body&& body) {
         body(begin, end);
     }
 #endif
+}
+
+// The smallest i in [0, count) for which bad(i) holds, or count when there is none. The blocks are
+// scanned on the threads, each up to its first hit. A check that throws finds its first bad row so
+// and names it on the calling thread: an exception must not leave a parallel region, and the row
+// named is the one a scan in row order would name.
+template <class Bad>
+index_type first_where(index_type count, int threads, Bad&& bad) {
+    const index_type parts = std::max<index_type>(1, std::min<index_type>(std::max(threads, 1), count));
+    std::vector<index_type> first(static_cast<std::size_t>(parts), count);
+    parallel_for(parts, threads, [&](index_type first_part, index_type last_part) {
+        for (index_type part = first_part; part < last_part; ++part) {
+            const auto [begin, end] = block(count, parts, part);
+            for (index_type i = begin; i < end; ++i)
+                if (bad(i)) {
+                    first[static_cast<std::size_t>(part)] = i;
+                    break;
+                }
+        }
+    });
+    return *std::min_element(first.begin(), first.end());
 }
 
 // The fixed chunking of rows for cross-row reductions: at least 32 rows a
@@ -97,6 +120,58 @@ const A* reduce_rows(index_type rows, index_type width, int threads, Body&& body
         });
     }
     return partials;
+}
+
+// two_pass_moments_scaled (core/moments.hpp) of the values of rows [0, rows), taken in the fixed
+// partition of reduce_rows: visit_rows(begin, end, sink) calls sink(value, weight) for the values of
+// rows [begin, end), in order. Each pass sums every chunk of rows into its own partial and adds the
+// partials in chunk order, so any thread count gives the same bits; with one chunk (32 rows or
+// fewer) they are those of the serial two_pass_moments_scaled.
+template <class VisitRows>
+scaled_moments two_pass_moments_scaled(index_type rows, int threads, VisitRows&& visit_rows) {
+    const index_type chunks = std::max<index_type>(reduction_chunks(rows), 1);
+    // The largest |x| of nonzero weight: a maximum, the same in any order (a NaN is passed over).
+    std::vector<double> largest(static_cast<std::size_t>(chunks), 0.0);
+    parallel_for(chunks, threads, [&](index_type first_chunk, index_type last_chunk) {
+        for (index_type chunk = first_chunk; chunk < last_chunk; ++chunk) {
+            const auto [begin, end] = block(rows, chunks, chunk);
+            double top = 0;
+            visit_rows(begin, end, [&](double value, double weight) {
+                if (weight != 0) top = std::max(top, std::fabs(value));
+            });
+            largest[static_cast<std::size_t>(chunk)] = top;
+        }
+    });
+    double top = 0;
+    for (double value : largest) top = std::max(top, value);
+    scaled_moments result;
+    if (std::isfinite(top) && top >= 0x1p500) result.scale = std::ldexp(1.0, std::ilogb(top));
+    const double inverse = 1.0 / result.scale;
+    const double* first = reduce_rows<double>(rows, 2, threads, [&](index_type begin, index_type end, double* partial) {
+        visit_rows(begin, end, [&](double value, double weight) {
+            partial[0] += weight;
+            partial[1] += weight * (value * inverse);
+        });
+    });
+    const double count = first[0], sum = first[1];
+    if (count == 0) return result;
+    moments& scaled = result.scaled;
+    scaled.count = count;
+    scaled.mean = sum / count;
+    const double mean = scaled.mean;
+    const double* second =
+        reduce_rows<double>(rows, 2, threads, [&](index_type begin, index_type end, double* partial) {
+            visit_rows(begin, end, [&](double value, double weight) {
+                const double deviation = value * inverse - mean;
+                partial[0] += weight * deviation;
+                partial[1] += weight * deviation * deviation;
+            });
+        });
+    const double centred = second[0], squares = second[1];
+    // The correction term is a rounding-sized residue of the first pass (Chan, Golub & LeVeque 1983).
+    scaled.mean += centred / count;
+    scaled.m2 = std::max(squares - centred * centred / count, 0.0);
+    return result;
 }
 
 }  // namespace normkit::core

@@ -71,8 +71,12 @@
 // loop of the same rounds (bench/yardstick.hpp). Not held to a fraction of memcpy: the rounds
 // are data-dependent (up to n_i + 1 sweeps of the response, each needing the last one's free
 // mass), and the exp of the mapping costs more than the bytes.
+//
+// Threads (options.threads, execution_options): responses are independent, taken in contiguous
+// blocks of rows (the NaN check too); the round count is a maximum. Any count gives the same bits.
 #pragma once
 
+#include "../core/execution.hpp"
 #include "token_data.hpp"
 
 #include <algorithm>
@@ -83,7 +87,7 @@ namespace normkit::credit {
 
 enum class cort_mapping { clipped_exp, scaled_sigmoid, tanh };
 
-struct cort_options {
+struct cort_options : execution_options {
     cort_mapping mapping = cort_mapping::clipped_exp;
     double temperature = 1.0;  // τ > 0
     double min_weight = 0.5;   // w_min > 0

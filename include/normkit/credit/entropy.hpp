@@ -64,45 +64,53 @@
 //   any number (a ratio of ±inf is outside the band); h̃ = ±inf makes A·(1 + β·h̃) = ±inf (by the
 //   signs) in its scaled branch and leaves A in the other.
 //
+// Threads (options.threads, execution_options, all five): the per-token work runs on contiguous
+// blocks of rows, hapo_token_advantages' statistics on contiguous blocks of groups. The batch
+// quantiles sort the valid tokens' values on the calling thread, gathered in row order, and
+// hapo_entropy_signal's spread adds fixed chunks of rows in chunk order (core/parallel.hpp). Any
+// count gives the same bits.
+//
 // Memory (checked; an overlap is a normkit::error naming both arguments): every output is
 // disjoint from every input (the group ids included) and from the other outputs; none is
 // written in place.
 #pragma once
 
+#include "../core/execution.hpp"
 #include "token_data.hpp"
 
 namespace normkit::credit {
 
-struct top_entropy_options {
+struct top_entropy_options : execution_options {
     double rho = 1.0;  // TRL top_entropy_quantile ∈ [0, 1]: the share of valid tokens kept (1: all)
 };
 
 enum class hapo_sign { paper_range, released_code };
 
-struct hapo_entropy_options {
+struct hapo_entropy_options : execution_options {
     double pivot = 0.8;                       // p of the quantile Q_p, in [0, 1]
     hapo_sign sign = hapo_sign::paper_range;  // the h < 0 branch; see above
 };
 
-struct hapo_advantage_options {
+struct hapo_advantage_options : execution_options {
     double eps = 1e-6;                // added to σ (the released code's epsilon)
     bool normalize_by_std = true;     // norm_adv_by_std_in_grpo
     double fallback_threshold = 5.0;  // any |A| ≥ this → GRPO for that group
 };
 
-struct hapo_clip_options {
+struct hapo_clip_options : execution_options {
     double clip_low = 0.2;   // ε_L ≥ 0 (verl's clip_ratio default)
     double clip_high = 0.2;  // ε_H ≥ 0
     double alpha = 1.0;      // α_c, the paper's clip_alpha
 };
 
-struct hapo_redistribute_options {
+struct hapo_redistribute_options : execution_options {
     double beta = 1.0;  // β, the paper's adv_beta
 };
 
 namespace detail {
 template <class T>
-void top_entropy_mask(matrix_view<const T> entropy, matrix_view<const T> mask, double rho, matrix_view<T> keep);
+void top_entropy_mask(matrix_view<const T> entropy, matrix_view<const T> mask, matrix_view<T> keep,
+                      const top_entropy_options& options);
 template <class T>
 void hapo_entropy_signal(matrix_view<const T> entropy, matrix_view<const T> mask, matrix_view<T> signal,
                          const hapo_entropy_options& options);
@@ -115,7 +123,7 @@ void hapo_clip_ranges(matrix_view<const T> signal, matrix_view<T> low, matrix_vi
 template <class T>
 void hapo_redistribute(matrix_view<const T> advantages, matrix_view<const T> signal, matrix_view<const T> ratio,
                        matrix_view<const T> clip_low, matrix_view<const T> clip_high, matrix_view<const T> mask,
-                       matrix_view<T> output, double beta);
+                       matrix_view<T> output, const hapo_redistribute_options& options);
 }  // namespace detail
 
 // keep = 1 where a valid token's entropy is at or above the (1 − ρ) quantile, else 0.
@@ -123,7 +131,7 @@ template <class Entropy, class Mask, class Keep>
 void top_entropy_mask(const Entropy& entropy, const Mask& mask, Keep&& keep, const top_entropy_options& options = {}) {
     static_assert(same_storage_v<element_t<Keep>, Entropy, Mask>,
                   "top_entropy_mask: all token matrices must share a storage type");
-    detail::top_entropy_mask<element_t<Keep>>(view(entropy), view(mask), options.rho, view(keep));
+    detail::top_entropy_mask<element_t<Keep>>(view(entropy), view(mask), view(keep), options);
 }
 
 // h̃ per token from the token entropies.
@@ -160,7 +168,7 @@ void hapo_redistribute(const Tokens& advantages, const Tokens& signal, const Tok
     static_assert(same_storage_v<element_t<Output>, Tokens, Mask>,
                   "hapo_redistribute: all token matrices must share a storage type");
     detail::hapo_redistribute<element_t<Output>>(view(advantages), view(signal), view(ratio), view(clip_low),
-                                                 view(clip_high), view(mask), view(output), options.beta);
+                                                 view(clip_high), view(mask), view(output), options);
 }
 
 }  // namespace normkit::credit

@@ -54,15 +54,20 @@
 // G and W are running sums along each row (sequential recursions; four rows run together to
 // overlap the chains), and the baseline needs them in double for every position before any
 // advantage can be written. Scratch tables are per-thread workspaces kept across calls.
+//
+// Threads (options.threads, execution_options): the per-row sums run on contiguous blocks of
+// rows, the baselines on contiguous blocks of groups (each group's sums over its members in row
+// order, whatever thread takes it); any count gives the same bits.
 #pragma once
 
+#include "../core/execution.hpp"
 #include "token_data.hpp"
 
 #include <type_traits>
 
 namespace normkit::credit {
 
-struct optimal_token_baseline_options {
+struct optimal_token_baseline_options : execution_options {
     bool handle_zero_tail = true;  // verl-new default (verl-old: false)
     bool compact = false;          // the TIR variant: positions index valid tokens only
     double eps = 1e-8;             // added to Σ W in the baseline's denominator; must be ≥ 0

@@ -68,7 +68,11 @@ inline discounted_returns_options openrlhf_returns(double gamma = 1.0) {
 }
 
 inline gae_options openrlhf_gae(double gamma = 1.0, double lambda = 1.0) {
-    return {gamma, lambda, return_mask_rule::discount_through};
+    gae_options options;
+    options.gamma = gamma;
+    options.lambda = lambda;
+    options.mask_rule = return_mask_rule::discount_through;
+    return options;
 }
 
 inline hapo_entropy_options hapo_paper() {

@@ -37,6 +37,8 @@
 // - Masks: nonzero = valid, of the rewards' storage type (float or double); the
 //   rewards, values, advantages and returns share that type.
 // - Arithmetic in double; returns of GAE are optional ({}).
+// - Threads (options.threads, execution_options): rows are independent, split into contiguous
+//   blocks (GAE: blocks of a SIMD batch of rows); any count gives the same bits.
 //
 // Memory (checked; an overlap is a normkit::error naming both arguments): every output is
 // disjoint from every input (the group ids included) and from the other outputs; none is
@@ -49,6 +51,7 @@
 // that the chains of that many rows overlap, each row to the bits it has alone (tested).
 #pragma once
 
+#include "../core/execution.hpp"
 #include "../core/returns.hpp"
 #include "token_data.hpp"
 
@@ -56,12 +59,12 @@
 
 namespace normkit::credit {
 
-struct discounted_returns_options {
+struct discounted_returns_options : execution_options {
     double gamma = 1.0;                                    // verl's default γ
     return_mask_rule mask_rule = return_mask_rule::carry;  // verl-new
 };
 
-struct gae_options {
+struct gae_options : execution_options {
     double gamma = 1.0;                                    // verl's default γ
     double lambda = 1.0;                                   // verl's default λ (lam)
     return_mask_rule mask_rule = return_mask_rule::carry;  // verl; discount_through: OpenRLHF

@@ -29,10 +29,15 @@
 // disjoint from every input (the group ids included) and from the other outputs; none is
 // written in place.
 //
+// Threads (options.threads, execution_options): the spans are checked and sorted on the calling
+// thread; then each row is filled and given its own spans, in contiguous blocks of rows. Any
+// count gives the same bits (copies).
+//
 // Speed target (bench/credit.cpp: span_advantages): a copy, so at least 30 % of memcpy of the
 // bytes it moves (the mask read, the output written) and at least 1.0× its yardstick.
 #pragma once
 
+#include "../core/execution.hpp"
 #include "token_data.hpp"
 
 namespace normkit::credit {
@@ -46,14 +51,14 @@ struct span {
 
 enum class outside_span { zero, response_advantage };
 
-struct span_options {
+struct span_options : execution_options {
     outside_span outside = outside_span::zero;  // the paper: tokens outside all answer spans get 0
 };
 
 namespace detail {
 template <class T>
 void span_advantages(vector_view<const span> spans, matrix_view<const T> position_advantages, matrix_view<const T> mask,
-                     vector_view<const T> response_advantages, matrix_view<T> output, outside_span outside);
+                     vector_view<const T> response_advantages, matrix_view<T> output, const span_options& options);
 }  // namespace detail
 
 // Per-token advantages [B × T] from a span table and per-position advantages [B × K].
@@ -64,7 +69,7 @@ void span_advantages(vector_view<const span> spans, const Positions& position_ad
     using T = element_t<Output>;
     static_assert(same_storage_v<T, Positions, Mask>, "span_advantages: all matrices must share a storage type");
     detail::span_advantages<T>(spans, view(position_advantages), view(mask), response_advantages, view(output),
-                               options.outside);
+                               options);
 }
 
 }  // namespace normkit::credit

@@ -79,13 +79,20 @@
 // to overlap the chains), and the centred two-pass statistics sweep a double copy of the table
 // several times (cells: two sweeps and the z-scores; groups: two more). Scratch tables are
 // per-thread workspaces kept across calls; nothing is allocated per row, cell or turn.
+//
+// Threads (options.threads, execution_options, all four): the tables, the discounted sums and the
+// writes run on contiguous blocks of rows, the statistics of groups and cells on contiguous blocks
+// of groups (a set's sums in its members' row order, whatever thread takes it); MAPO's batch scope
+// sums its one set on the calling thread. turns_to_tokens checks every row, on the threads, before
+// it writes any. Any count gives the same bits.
 #pragma once
 
+#include "../core/execution.hpp"
 #include "token_data.hpp"
 
 namespace normkit::credit {
 
-struct a2tgpo_options {
+struct a2tgpo_options : execution_options {
     double gamma = 1.0;
     double alpha = 0.3;        // weight of the accumulated information gain
     double clip_spread = 0.3;  // κ of the clip scale
@@ -96,7 +103,7 @@ struct a2tgpo_options {
 
 enum class normalization_scope { group, batch };
 
-struct mapo_options {
+struct mapo_options : execution_options {
     double alpha = 0.5;  // weight of the turn-index term
     double gamma = 1.0;
     double eps = 1e-8;
@@ -105,14 +112,14 @@ struct mapo_options {
 
 enum class gtpo_scope { all_turns, turn_index };
 
-struct gtpo_options {
+struct gtpo_options : execution_options {
     double gamma = 0.9;
     gtpo_scope scope = gtpo_scope::all_turns;
     int ddof = 1;
     double eps = 1e-6;
 };
 
-struct turns_to_tokens_options {
+struct turns_to_tokens_options : execution_options {
     double outside = 0.0;  // the value of a token in no turn (turn_index = −1)
 };
 
@@ -129,7 +136,7 @@ void gtpo_advantages(matrix_view<const T> rewards, vector_view<const index_type>
                      matrix_view<T> advantages, const gtpo_options& options);
 template <class T>
 void turns_to_tokens(matrix_view<const T> per_turn, matrix_view<const index_type> turn_index, matrix_view<T> output,
-                     double outside);
+                     const turns_to_tokens_options& options);
 }  // namespace detail
 
 // A²TGPO per-turn advantages [B × N] and (optional, {}) clip scales [B × N].
@@ -165,7 +172,7 @@ void turns_to_tokens(const Table& per_turn, const TurnIndex& turn_index, Output&
                      const turns_to_tokens_options& options = {}) {
     static_assert(same_storage_v<element_t<Output>, Table>,
                   "turns_to_tokens: per_turn and output must share a storage type");
-    detail::turns_to_tokens<element_t<Output>>(view(per_turn), view(turn_index), view(output), options.outside);
+    detail::turns_to_tokens<element_t<Output>>(view(per_turn), view(turn_index), view(output), options);
 }
 
 }  // namespace normkit::credit

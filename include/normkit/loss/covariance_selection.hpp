@@ -14,10 +14,18 @@
 // Means in double (verl's masked_mean divides by N + 1e-8, not reproduced). Bad input (shapes, ratio ≤ 0,
 // lower ≥ upper) → normkit::error naming it. advantages B × T or B × 1.
 //
+// Threads (options.threads, execution_options): the zeroing of selected, the marked tokens (gathered
+// in row order), their covariances and clip_cov's candidates run on contiguous blocks of rows; the two
+// means add fixed chunks of rows in chunk order (core/parallel.hpp reduce_rows). kl_cov's top-k and
+// clip_cov's seeded subset are taken on the calling thread over the whole batch. Any count gives the
+// same bits and the same tokens.
+//
 // Memory (checked): selected overlaps no input.
 #pragma once
 
 #include "../core/error.hpp"
+#include "../core/execution.hpp"
+#include "../core/parallel.hpp"
 #include "../core/view.hpp"
 
 #include <algorithm>
@@ -31,7 +39,7 @@ namespace normkit::loss {
 
 enum class covariance_rule { kl_cov, clip_cov };
 
-struct covariance_selection_options {
+struct covariance_selection_options : execution_options {
     covariance_rule rule = covariance_rule::kl_cov;
     double ratio = 2e-4;                           // verl kl_cov_ratio / clip_cov_ratio
     double lower = 1.0, upper = 5.0;               // clip_cov_lb / clip_cov_ub
@@ -63,41 +71,71 @@ index_type covariance_selection(matrix_view<const T> x, matrix_view<const T> old
         return static_cast<double>(core::to_compute(m(i, t)));
     };
     const auto advantage = [&](index_type i, index_type t) { return value(a, i, a.cols == 1 ? 0 : t); };
-    std::vector<index_type> marked;
-    double advantage_sum = 0, log_prob_sum = 0;
-    for (index_type i = 0; i < x.rows; ++i)
+    const auto is_marked = [&](index_type i, index_type t) { return mask.empty() || value(mask, i, t) != 0; };
+    const auto each_row = [&](auto&& body) {
+        core::parallel_for(x.rows, o.threads, [&](index_type begin, index_type end) {
+            for (index_type i = begin; i < end; ++i) body(i);
+        });
+    };
+    // Row i's marked tokens are marked[offset[i] .. offset[i + 1]), i·cols + t in row order.
+    std::vector<std::size_t> offset(static_cast<std::size_t>(x.rows) + 1, 0);
+    each_row([&](index_type i) {
+        std::size_t count = 0;
         for (index_type t = 0; t < x.cols; ++t) {
             selected(i, t) = core::from_compute<T>(0);
-            if (!mask.empty() && value(mask, i, t) == 0) continue;
-            marked.push_back(i * x.cols + t);
-            advantage_sum += advantage(i, t);
-            log_prob_sum += value(x, i, t);
+            count += is_marked(i, t) ? 1 : 0;
         }
-    if (marked.empty()) return 0;
+        offset[static_cast<std::size_t>(i) + 1] = count;
+    });
+    for (std::size_t i = 0; i + 1 < offset.size(); ++i) offset[i + 1] += offset[i];
+    if (offset.back() == 0) return 0;
+    std::vector<index_type> marked(offset.back());
+    const double* sums =
+        core::reduce_rows<double>(x.rows, 2, o.threads, [&](index_type begin, index_type end, double* partial) {
+            for (index_type i = begin; i < end; ++i) {
+                std::size_t k = offset[static_cast<std::size_t>(i)];
+                for (index_type t = 0; t < x.cols; ++t)
+                    if (is_marked(i, t)) {
+                        marked[k++] = i * x.cols + t;
+                        partial[0] += advantage(i, t);
+                        partial[1] += value(x, i, t);
+                    }
+            }
+        });
     const double count = static_cast<double>(marked.size());
-    const double mean_a = advantage_sum / count, mean_x = log_prob_sum / count;
-    const auto covariance = [&](index_type k) {
-        const index_type i = k / x.cols, t = k % x.cols;
-        return (advantage(i, t) - mean_a) * (value(x, i, t) - mean_x);
-    };
+    const double mean_a = sums[0] / count, mean_x = sums[1] / count;
+    // cov[k] of the k-th marked token, taken once.
+    std::vector<double> cov(marked.size());
+    each_row([&](index_type i) {
+        for (std::size_t k = offset[static_cast<std::size_t>(i)]; k < offset[static_cast<std::size_t>(i) + 1]; ++k) {
+            const index_type t = marked[k] % x.cols;
+            cov[k] = (advantage(i, t) - mean_a) * (value(x, i, t) - mean_x);
+        }
+    });
     const auto limit = static_cast<std::size_t>(std::max(1.0, std::floor(o.ratio * count)));
     std::vector<index_type> chosen;
     if (o.rule == covariance_rule::kl_cov) {
-        chosen = marked;
-        const std::size_t k = std::min(limit, chosen.size());
-        std::partial_sort(chosen.begin(), chosen.begin() + static_cast<std::ptrdiff_t>(k), chosen.end(),
-                          [&](index_type p, index_type q) {
-                              return covariance(p) > covariance(q) || (covariance(p) == covariance(q) && p < q);
-                          });
-        chosen.resize(k);
+        // Positions into marked (in token order), so the tie rule "the earlier token first" is p < q.
+        std::vector<std::size_t> order(marked.size());
+        std::iota(order.begin(), order.end(), std::size_t(0));
+        const std::size_t k = std::min(limit, order.size());
+        std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
+                          [&](std::size_t p, std::size_t q) { return cov[p] > cov[q] || (cov[p] == cov[q] && p < q); });
+        for (std::size_t j = 0; j < k; ++j) chosen.push_back(marked[order[j]]);
     } else {
-        for (index_type k : marked) {
-            const index_type i = k / x.cols, t = k % x.cols;
-            const double r = std::exp(value(x, i, t) - value(old, i, t)), A = advantage(i, t);
-            const double clipped = -A * std::min(std::max(r, 1 - o.epsilon_low), 1 + o.epsilon_high);
-            const double c = covariance(k);
-            if (!(clipped > -A * r) && o.lower < c && c < o.upper) chosen.push_back(k);
-        }
+        // The candidates, flagged on the threads and gathered in token order.
+        std::vector<std::uint8_t> candidate(marked.size(), 0);
+        each_row([&](index_type i) {
+            for (std::size_t k = offset[static_cast<std::size_t>(i)]; k < offset[static_cast<std::size_t>(i) + 1];
+                 ++k) {
+                const index_type t = marked[k] % x.cols;
+                const double r = std::exp(value(x, i, t) - value(old, i, t)), A = advantage(i, t);
+                const double clipped = -A * std::min(std::max(r, 1 - o.epsilon_low), 1 + o.epsilon_high);
+                candidate[k] = !(clipped > -A * r) && o.lower < cov[k] && cov[k] < o.upper;
+            }
+        });
+        for (std::size_t k = 0; k < marked.size(); ++k)
+            if (candidate[k]) chosen.push_back(marked[k]);
         if (chosen.size() > limit) {
             std::mt19937_64 generator(o.seed);
             std::shuffle(chosen.begin(), chosen.end(), generator);

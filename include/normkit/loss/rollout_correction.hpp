@@ -45,10 +45,15 @@
 // a k1 lower ≤ 0 or > upper, a lower for k2 / k3, sequence_max with k1, log_ratio_clamp ≤ 0, shapes)
 // → normkit::error naming it. Memory (checked): keep may be the mask or log_probs itself (verl updates
 // response_mask with it), and overlaps rollout_log_probs not at all.
+//
+// Threads (options.threads, execution_options, every function here): rows are independent and run in
+// contiguous blocks; the batch sums (the batch mean, the rejected mass) add fixed chunks of rows in
+// chunk order (core/parallel.hpp reduce_rows). Any count gives the same bits.
 #pragma once
 
 #include "../core/error.hpp"
 #include "../core/execution.hpp"
+#include "../core/parallel.hpp"
 #include "../core/view.hpp"
 
 #include <algorithm>
@@ -64,7 +69,7 @@ namespace normkit::loss {
 enum class correction_level { token, sequence, sequence_mean_filter };
 enum class correction_bound { truncate, mask };
 
-struct rollout_correction_options {
+struct rollout_correction_options : execution_options {
     correction_level level = correction_level::token;     // verl rollout_is default
     correction_bound bound = correction_bound::truncate;  // verl TIS
     std::optional<double> lower = {};                     // truncate: floor; mask: lowest kept (IcePop)
@@ -82,10 +87,12 @@ double rollout_correction_weights(const LogProbs& log_probs, const_matrix_t<LogP
 // TRL's off-policy sequence mask (off_policy_mask_threshold δ, DeepSeek-V3.2's OPSM, GRPOTrainer.
 // get_off_policy_mask): keep[i] = 1 if A_i ≥ 0 or Σ_t m·(x_s − x)/max(1, Σ_t m) ≤ δ, else 0, with x_s the
 // sampler's log-probs; keep (B × 1) multiplies into policy_inputs::is_weights. advantages B × 1.
+struct off_policy_sequence_mask_options : execution_options {};
+
 template <class LogProbs, class Keep>
 void off_policy_sequence_mask(const LogProbs& log_probs, const_matrix_t<LogProbs> sampling_log_probs,
                               const_matrix_t<LogProbs> advantages, const_matrix_t<LogProbs> mask, Keep&& keep,
-                              double threshold);
+                              double threshold, const off_policy_sequence_mask_options& options = {});
 
 enum class rejection_level { token, sequence_sum, sequence_mean, sequence_max };
 enum class rejection_statistic { k1, k2, k3 };
@@ -98,7 +105,7 @@ struct rollout_rejection_criterion {
     std::optional<double> lower = {};  // k1 only: the lower ratio bound, 1/upper when absent
 };
 
-struct rollout_rejection_options {
+struct rollout_rejection_options : execution_options {
     std::vector<rollout_rejection_criterion> criteria = {rollout_rejection_criterion{}};  // all must pass
     double log_ratio_clamp = 20.0;                                                        // verl SAFETY_BOUND
 };
@@ -113,26 +120,34 @@ double rollout_rejection_mask(const LogProbs& log_probs, const_matrix_t<LogProbs
 namespace presets {
 
 // verl rollout_rs="<level>_<statistic>" with rollout_rs_threshold = upper, or "lower_upper" for k1.
+inline rollout_rejection_options verl_rollout_rs(std::vector<rollout_rejection_criterion> criteria);
+
 inline rollout_rejection_options verl_rollout_rs(rejection_level level = rejection_level::token,
                                                  rejection_statistic statistic = rejection_statistic::k1,
                                                  double upper = 2.0, std::optional<double> lower = {}) {
-    return {{rollout_rejection_criterion{level, statistic, upper, lower}}, 20.0};
+    return verl_rollout_rs(
+        std::vector<rollout_rejection_criterion>{rollout_rejection_criterion{level, statistic, upper, lower}});
 }
 
 // verl's comma list of rollout_rs options (e.g. "token_k1,seq_max_k3"): each must pass.
 inline rollout_rejection_options verl_rollout_rs(std::vector<rollout_rejection_criterion> criteria) {
-    return {std::move(criteria), 20.0};
+    rollout_rejection_options options;
+    options.criteria = std::move(criteria);
+    options.log_ratio_clamp = 20.0;
+    return options;
 }
 
 // verl rollout_is="token"|"sequence", rollout_is_threshold = upper (TIS) or "lower_upper" (IcePop).
 inline rollout_correction_options verl_rollout_is(bool sequence = false, double upper = 2.0,
                                                   std::optional<double> lower = {}, bool batch_normalize = false) {
-    return {sequence ? correction_level::sequence : correction_level::token,
-            lower ? correction_bound::mask : correction_bound::truncate,
-            lower,
-            upper,
-            20.0,
-            batch_normalize};
+    rollout_correction_options options;
+    options.level = sequence ? correction_level::sequence : correction_level::token;
+    options.bound = lower ? correction_bound::mask : correction_bound::truncate;
+    options.lower = lower;
+    options.upper = upper;
+    options.log_ratio_clamp = 20.0;
+    options.batch_normalize = batch_normalize;
+    return options;
 }
 
 // TRL vllm_importance_sampling_mode (default sequence_mask), clip_min (None), clip_max (3.0).
@@ -141,24 +156,29 @@ inline rollout_correction_options trl_vllm_is(trl_is_mode mode = trl_is_mode::se
                                               std::optional<double> clip_min = {}) {
     const bool sequence = mode == trl_is_mode::sequence_truncate || mode == trl_is_mode::sequence_mask;
     const bool mask = mode == trl_is_mode::token_mask || mode == trl_is_mode::sequence_mask;
-    return {sequence ? correction_level::sequence : correction_level::token,
-            mask ? correction_bound::mask : correction_bound::truncate,
-            clip_min,
-            clip_max,
-            std::numeric_limits<double>::infinity(),
-            false};
+    rollout_correction_options options;
+    options.level = sequence ? correction_level::sequence : correction_level::token;
+    options.bound = mask ? correction_bound::mask : correction_bound::truncate;
+    options.lower = clip_min;
+    options.upper = clip_max;
+    options.log_ratio_clamp = std::numeric_limits<double>::infinity();
+    options.batch_normalize = false;
+    return options;
 }
 
 // OpenRLHF --algo.advantage.is_correction_type (tis, icepop, seq-mask-tis), thresholds [0.5, 5.0].
 enum class openrlhf_is_type { tis, icepop, seq_mask_tis };
 inline rollout_correction_options openrlhf_vllm_is(openrlhf_is_type type = openrlhf_is_type::tis, double low = 0.5,
                                                    double high = 5.0) {
-    return {type == openrlhf_is_type::seq_mask_tis ? correction_level::sequence_mean_filter : correction_level::token,
-            type == openrlhf_is_type::icepop ? correction_bound::mask : correction_bound::truncate,
-            low,
-            high,
-            std::numeric_limits<double>::infinity(),
-            false};
+    rollout_correction_options options;
+    options.level =
+        type == openrlhf_is_type::seq_mask_tis ? correction_level::sequence_mean_filter : correction_level::token;
+    options.bound = type == openrlhf_is_type::icepop ? correction_bound::mask : correction_bound::truncate;
+    options.lower = low;
+    options.upper = high;
+    options.log_ratio_clamp = std::numeric_limits<double>::infinity();
+    options.batch_normalize = false;
+    return options;
 }
 
 }  // namespace presets
@@ -217,29 +237,36 @@ double rollout_correction_weights(matrix_view<const T> x, matrix_view<const T> r
     core::require_optional_like("mask", mask, "log_probs", x);
     core::require_same_or_disjoint("weights", w, "log_probs", x);
     core::require_disjoint("weights", w, "rollout_log_probs", rollout, "mask", mask);
-    double tokens = 0, token_sum = 0, rows = 0, row_means = 0;
-    for (index_type i = 0; i < x.rows; ++i) {
-        const T* m = mask.empty() ? nullptr : mask.row(i);
-        const double count = correction_row(x.row(i), rollout.row(i), m, x.cols, o, w.row(i));
-        double row_sum = 0;
-        for (index_type t = 0; t < x.cols; ++t) row_sum += static_cast<double>(w(i, t));
-        tokens += count;
-        token_sum += row_sum;
-        rows += count > 0 ? 1 : 0;
-        row_means += count > 0 ? row_sum / count : 0.0;
-    }
+    // The rows' weights, and the batch sums of their token counts, weights, non-empty rows and row means.
+    const double* sums =
+        core::reduce_rows<double>(x.rows, 4, o.threads, [&](index_type begin, index_type end, double* partial) {
+            for (index_type i = begin; i < end; ++i) {
+                const T* m = mask.empty() ? nullptr : mask.row(i);
+                const double count = correction_row(x.row(i), rollout.row(i), m, x.cols, o, w.row(i));
+                double row_sum = 0;
+                for (index_type t = 0; t < x.cols; ++t) row_sum += static_cast<double>(w(i, t));
+                partial[0] += count;
+                partial[1] += row_sum;
+                partial[2] += count > 0 ? 1 : 0;
+                partial[3] += count > 0 ? row_sum / count : 0.0;
+            }
+        });
+    const double tokens = sums[0], token_sum = sums[1], rows = sums[2], row_means = sums[3];
     if (!o.batch_normalize) return 1.0;
     const bool by_rows = o.level != correction_level::token;
     const double mean = by_rows ? (rows > 0 ? row_means / rows : 0.0) : (tokens > 0 ? token_sum / tokens : 0.0);
     if (!(mean > 1e-8)) return 1.0;
-    for (index_type i = 0; i < x.rows; ++i)
-        for (index_type t = 0; t < x.cols; ++t) w(i, t) = static_cast<T>(static_cast<double>(w(i, t)) / mean);
+    core::parallel_for(x.rows, o.threads, [&](index_type begin, index_type end) {
+        for (index_type i = begin; i < end; ++i)
+            for (index_type t = 0; t < x.cols; ++t) w(i, t) = static_cast<T>(static_cast<double>(w(i, t)) / mean);
+    });
     return mean;
 }
 
 template <class T>
 void off_policy_sequence_mask(matrix_view<const T> x, matrix_view<const T> sampling, matrix_view<const T> advantages,
-                              matrix_view<const T> mask, matrix_view<T> keep, double threshold) {
+                              matrix_view<const T> mask, matrix_view<T> keep, double threshold,
+                              const off_policy_sequence_mask_options& options) {
     core::require(!std::isnan(threshold), "threshold is NaN");
     core::require_data("log_probs", x);
     core::require_like("sampling_log_probs", sampling, "log_probs", x);
@@ -249,18 +276,20 @@ void off_policy_sequence_mask(matrix_view<const T> x, matrix_view<const T> sampl
                   keep.rows, "x", keep.cols);
     core::require_disjoint("keep", keep, "log_probs", x, "sampling_log_probs", sampling, "advantages", advantages,
                            "mask", mask);
-    for (index_type i = 0; i < x.rows; ++i) {
-        double count = 0, sum = 0;
-        for (index_type t = 0; t < x.cols; ++t) {
-            const double m = mask.empty() ? 1.0 : static_cast<double>(core::to_compute(mask(i, t)));
-            count += m;
-            sum += m * (static_cast<double>(core::to_compute(sampling(i, t))) -
-                        static_cast<double>(core::to_compute(x(i, t))));
+    core::parallel_for(x.rows, options.threads, [&](index_type begin, index_type end) {
+        for (index_type i = begin; i < end; ++i) {
+            double count = 0, sum = 0;
+            for (index_type t = 0; t < x.cols; ++t) {
+                const double m = mask.empty() ? 1.0 : static_cast<double>(core::to_compute(mask(i, t)));
+                count += m;
+                sum += m * (static_cast<double>(core::to_compute(sampling(i, t))) -
+                            static_cast<double>(core::to_compute(x(i, t))));
+            }
+            const bool kept =
+                static_cast<double>(core::to_compute(advantages(i, 0))) >= 0 || sum / std::max(count, 1.0) <= threshold;
+            keep(i, 0) = core::from_compute<T>(kept ? 1 : 0);
         }
-        const bool kept =
-            static_cast<double>(core::to_compute(advantages(i, 0))) >= 0 || sum / std::max(count, 1.0) <= threshold;
-        keep(i, 0) = core::from_compute<T>(kept ? 1 : 0);
-    }
+    });
 }
 
 inline void validate(const rollout_rejection_options& o) {
@@ -318,8 +347,7 @@ double rollout_rejection_mask(matrix_view<const T> x, matrix_view<const T> rollo
     bool summed[3] = {false, false, false};  // the statistics some sequence criterion reduces
     for (const auto& k : o.criteria)
         if (k.level != rejection_level::token) summed[static_cast<std::size_t>(k.statistic)] = true;
-    double rejected = 0;
-    for (index_type i = 0; i < x.rows; ++i) {
+    const auto rejection_row = [&](index_type i, double& rejected) {
         const auto m = [&](index_type t) {
             return mask.empty() ? 1.0 : static_cast<double>(core::to_compute(mask(i, t)));
         };
@@ -369,8 +397,15 @@ double rollout_rejection_mask(matrix_view<const T> x, matrix_view<const T> rollo
             if (mt != 0 && !passes) rejected += mt;
             keep(i, t) = core::from_compute<T>(static_cast<core::compute_t<T>>(passes ? mt : 0.0));
         }
-    }
-    return rejected;
+    };
+    // Row by row in contiguous blocks; the rejected mass adds fixed chunks of rows in chunk order.
+    const double* rejected =
+        core::reduce_rows<double>(x.rows, 1, o.threads, [&](index_type begin, index_type end, double* partial) {
+            for (index_type i = begin; i < end; ++i) {
+                rejection_row(i, partial[0]);
+            }
+        });
+    return rejected[0];
 }
 
 }  // namespace detail
@@ -387,10 +422,11 @@ double rollout_rejection_mask(const LogProbs& log_probs, const_matrix_t<LogProbs
 template <class LogProbs, class Keep>
 void off_policy_sequence_mask(const LogProbs& log_probs, const_matrix_t<LogProbs> sampling_log_probs,
                               const_matrix_t<LogProbs> advantages, const_matrix_t<LogProbs> mask, Keep&& keep,
-                              double threshold) {
+                              double threshold, const off_policy_sequence_mask_options& options) {
     using T = element_t<LogProbs>;
     static_assert(same_storage_v<T, LogProbs, Keep>, "off_policy_sequence_mask: one storage type");
-    detail::off_policy_sequence_mask<T>(view(log_probs), sampling_log_probs, advantages, mask, view(keep), threshold);
+    detail::off_policy_sequence_mask<T>(view(log_probs), sampling_log_probs, advantages, mask, view(keep), threshold,
+                                        options);
 }
 
 template <class LogProbs, class Weights>

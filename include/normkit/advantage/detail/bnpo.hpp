@@ -8,8 +8,12 @@
 
 namespace normkit::advantage::detail {
 
-inline double beta_density(double p, double alpha, double beta) {
-    const double log_norm = std::lgamma(alpha) + std::lgamma(beta) - std::lgamma(alpha + beta);
+// log B(α, β), once per call and on the calling thread (std::lgamma writes the global signgam).
+inline double beta_log_norm(double alpha, double beta) {
+    return std::lgamma(alpha) + std::lgamma(beta) - std::lgamma(alpha + beta);
+}
+
+inline double beta_density(double p, double alpha, double beta, double log_norm) {
     const double left = alpha == 1 ? 0.0 : (alpha - 1) * std::log(p);
     const double right = beta == 1 ? 0.0 : (beta - 1) * std::log1p(-p);
     return std::exp(left + right - log_norm);
@@ -38,15 +42,21 @@ beta_parameters bnpo(vector_view<const T> rewards, const groups& grouping, vecto
     const auto rescaled = [&](index_type i) {
         return range > 0 ? (static_cast<double>(rewards[i]) - low) / range : 0.0;
     };
+    const auto each_group = [&](auto&& body) {
+        core::parallel_for(layout.count, options.threads, [&](index_type begin, index_type end) {
+            for (index_type g = begin; g < end; ++g) body(g);
+        });
+    };
     std::vector<double> group_mean(static_cast<std::size_t>(layout.count), 0.0);
-    moments spread;
-    for (index_type g = 0; g < layout.count; ++g) {
-        if (layout.members(g) == 0) continue;
+    each_group([&](index_type g) {
+        if (layout.members(g) == 0) return;
         double sum = 0;
         layout.for_members(g, [&](index_type i) { sum += rescaled(i); });
         group_mean[g] = sum / static_cast<double>(layout.members(g));
-        spread.add(group_mean[g]);
-    }
+    });
+    moments spread;
+    for (index_type g = 0; g < layout.count; ++g)
+        if (layout.members(g) > 0) spread.add(group_mean[g]);
     beta_parameters fitted;
     if (options.alpha) {
         fitted = {*options.alpha, *options.beta};
@@ -58,12 +68,13 @@ beta_parameters bnpo(vector_view<const T> rewards, const groups& grouping, vecto
             fitted.beta = std::max(1.0, 1 + common * (1 - m) / 3);
         }
     }
-    for (index_type g = 0; g < layout.count; ++g) {
+    const double log_norm = beta_log_norm(fitted.alpha, fitted.beta);
+    each_group([&](index_type g) {
         const double p = group_mean[g];
-        const double density = beta_density(p, fitted.alpha, fitted.beta);
+        const double density = beta_density(p, fitted.alpha, fitted.beta, log_norm);
         const double factor = density > 0 ? std::min(1.0 / density, options.clamp) : options.clamp;
         layout.for_members(g, [&](index_type i) { out[i] = static_cast<O>((rescaled(i) - p) * factor); });
-    }
+    });
     return fitted;
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -30,9 +31,14 @@ void gepo(vector_view<const A> advantages, const groups& grouping, matrix_view<c
     const auto layout = core::resolve(grouping, n, "advantages");
     core::require(group_entropy.empty() || group_entropy.size == layout.count, "group_entropy has length ",
                   group_entropy.size, " but there are ", layout.count, " groups");
+    const auto each_group = [&](auto&& body) {
+        core::parallel_for(layout.count, options.threads, [&](index_type begin, index_type end) {
+            for (index_type g = begin; g < end; ++g) body(g);
+        });
+    };
     std::vector<double> entropy(static_cast<std::size_t>(layout.count), std::numeric_limits<double>::quiet_NaN());
-    moments spread;
-    for (index_type g = 0; g < layout.count; ++g) {
+    std::vector<std::uint8_t> has_tokens(static_cast<std::size_t>(layout.count), 0);
+    each_group([&](index_type g) {
         double sum = 0, tokens = 0;
         layout.for_members(g, [&](index_type i) {
             for (index_type t = 0; t < log_probs.cols; ++t)
@@ -43,10 +49,13 @@ void gepo(vector_view<const A> advantages, const groups& grouping, matrix_view<c
         });
         if (tokens > 0) {
             entropy[g] = -sum / tokens;
-            spread.add(entropy[g]);
+            has_tokens[g] = 1;
         }
         if (!group_entropy.empty()) group_entropy[g] = tokens > 0 ? entropy[g] : 0.0;
-    }
+    });
+    moments spread;  // over the groups with tokens, in group order
+    for (index_type g = 0; g < layout.count; ++g)
+        if (has_tokens[g]) spread.add(entropy[g]);
     if (spread.count > 0) {
         const double deviation = spread.standard_deviation(0);
         const double low = spread.mean - options.beta_low * deviation,
@@ -60,7 +69,7 @@ void gepo(vector_view<const A> advantages, const groups& grouping, matrix_view<c
             state.initialized = true;
         }
     }
-    for (index_type g = 0; g < layout.count; ++g) {
+    each_group([&](index_type g) {
         const double h = entropy[g];
         const bool has_entropy = spread.count > 0 && !std::isnan(h);
         layout.for_members(g, [&](index_type i) {
@@ -73,7 +82,7 @@ void gepo(vector_view<const A> advantages, const groups& grouping, matrix_view<c
             }
             out[i] = static_cast<O>(value);
         });
-    }
+    });
 }
 
 }  // namespace normkit::advantage::detail

@@ -6,6 +6,7 @@
 
 #include "../../core/convert.hpp"
 #include "../../core/math.hpp"
+#include "../../core/parallel.hpp"
 #include "../../core/simd.hpp"
 #include "../token_data.hpp"
 
@@ -166,27 +167,36 @@ double cort_contrast(const T* rubric, const T* free, index_type t) {
     return static_cast<double>(core::to_compute(rubric[t])) - static_cast<double>(core::to_compute(free[t]));
 }
 
+// Whether row i has a NaN contrast c_t at a valid token.
+template <class T>
+bool has_nan_contrast(const T* r, const T* f, const T* m, index_type cols) {
+    const index_type full = cols - cols % cort_lanes;
+    const cort_batch zero(0.0);
+    auto bad = zero != zero;
+    for (index_type t = 0; t < full; t += cort_lanes) {
+        const cort_batch c = core::load_as_double(r + t) - core::load_as_double(f + t);
+        bad = bad | (~(core::load_as_double(m + t) == zero) & xsimd::isnan(c));
+    }
+    bool any = xsimd::any(bad);
+    for (index_type t = full; t < cols; ++t) any = any || (is_valid(m[t]) && std::isnan(cort_contrast(r, f, t)));
+    return any;
+}
+
 // A NaN contrast c_t at a valid token is bad input; checked over every row before anything is
-// written (found row by row, the rows before it would have been written).
+// written (found row by row, the rows before it would have been written). The rows are scanned on
+// the threads (core::first_where), and the first bad row is named.
 template <class T>
 void require_finite_contrast(matrix_view<const T> log_prob_rubric, matrix_view<const T> log_prob_free,
-                             matrix_view<const T> mask) {
-    const index_type cols = mask.cols, full = cols - cols % cort_lanes;
-    const cort_batch zero(0.0);
-    for (index_type i = 0; i < mask.rows; ++i) {
-        const T *r = log_prob_rubric.row(i), *f = log_prob_free.row(i), *m = mask.row(i);
-        auto bad = zero != zero;
-        for (index_type t = 0; t < full; t += cort_lanes) {
-            const cort_batch c = core::load_as_double(r + t) - core::load_as_double(f + t);
-            bad = bad | (~(core::load_as_double(m + t) == zero) & xsimd::isnan(c));
-        }
-        bool any = xsimd::any(bad);
-        for (index_type t = full; t < cols; ++t) any = any || (is_valid(m[t]) && std::isnan(cort_contrast(r, f, t)));
-        if (!any) continue;
-        for (index_type t = 0; t < cols; ++t)
-            core::require(!is_valid(m[t]) || !std::isnan(cort_contrast(r, f, t)),
-                          "the contrast log_prob_rubric - log_prob_free is NaN at valid token (", i, ", ", t, ")");
-    }
+                             matrix_view<const T> mask, int threads) {
+    const index_type cols = mask.cols;
+    const index_type i = core::first_where(mask.rows, threads, [&](index_type row) {
+        return has_nan_contrast(log_prob_rubric.row(row), log_prob_free.row(row), mask.row(row), cols);
+    });
+    if (i == mask.rows) return;
+    const T *r = log_prob_rubric.row(i), *f = log_prob_free.row(i), *m = mask.row(i);
+    for (index_type t = 0; t < cols; ++t)
+        core::require(!is_valid(m[t]) || !std::isnan(cort_contrast(r, f, t)),
+                      "the contrast log_prob_rubric - log_prob_free is NaN at valid token (", i, ", ", t, ")");
 }
 
 // The mapping of row i: u_t = f(c_t) on each valid token and 0 elsewhere, valid_t = 1 or 0, and
@@ -239,20 +249,30 @@ index_type cort_weights(matrix_view<const T> log_prob_rubric, matrix_view<const 
                         matrix_view<const T> mask, vector_view<const T> advantages, matrix_view<T> weights,
                         matrix_view<T> token_advantages, const cort_options& options) {
     check_cort_arguments(log_prob_rubric, log_prob_free, mask, advantages, weights, token_advantages, options);
-    require_finite_contrast(log_prob_rubric, log_prob_free, mask);
+    require_finite_contrast(log_prob_rubric, log_prob_free, mask, options.threads);
     const double ramp = smoothstep_ramp(options.step, options.ramp_start, options.ramp_end);
-    index_type max_rounds = 0;
-    cort_row row(mask.cols);
-    for (index_type i = 0; i < mask.rows; ++i) {
-        cort_map_row(log_prob_rubric.row(i), log_prob_free.row(i), mask.row(i), row, options);
-        // w_t = clip(s·u_t, w_min, w_max) with mean 1 over the valid tokens.
-        if (options.normalize)
-            max_rounds = std::max(max_rounds, cort_normalize(row, options.min_weight, options.max_weight));
-        if (!weights.empty()) cort_write_row(row, ramp, 1.0, weights.row(i));
-        if (!token_advantages.empty())
-            cort_write_row(row, ramp, static_cast<double>(core::to_compute(advantages[i])), token_advantages.row(i));
-    }
-    return max_rounds;
+    // Each block of rows has its own row buffers and its own largest round count (a maximum: the
+    // same for any split).
+    const index_type parts = std::max<index_type>(1, std::min<index_type>(options.threads, mask.rows));
+    std::vector<index_type> rounds(static_cast<std::size_t>(parts), 0);
+    core::parallel_for(parts, options.threads, [&](index_type first_part, index_type last_part) {
+        cort_row row(mask.cols);
+        for (index_type part = first_part; part < last_part; ++part) {
+            const auto [begin, end] = core::block(mask.rows, parts, part);
+            index_type& max_rounds = rounds[static_cast<std::size_t>(part)];
+            for (index_type i = begin; i < end; ++i) {
+                cort_map_row(log_prob_rubric.row(i), log_prob_free.row(i), mask.row(i), row, options);
+                // w_t = clip(s·u_t, w_min, w_max) with mean 1 over the valid tokens.
+                if (options.normalize)
+                    max_rounds = std::max(max_rounds, cort_normalize(row, options.min_weight, options.max_weight));
+                if (!weights.empty()) cort_write_row(row, ramp, 1.0, weights.row(i));
+                if (!token_advantages.empty())
+                    cort_write_row(row, ramp, static_cast<double>(core::to_compute(advantages[i])),
+                                   token_advantages.row(i));
+            }
+        }
+    });
+    return *std::max_element(rounds.begin(), rounds.end());
 }
 
 }  // namespace normkit::credit::detail

@@ -44,7 +44,8 @@ struct token_sums {
 // token order, as the formulas say, and a masked position is selected out (never added as 0).
 template <class T>
 token_sums otb_sums(matrix_view<const T> rewards, matrix_view<const T> mask, matrix_view<const T> old_log_prob,
-                    matrix_view<const T> sum_probability_squared, matrix_view<const T> importance_weights) {
+                    matrix_view<const T> sum_probability_squared, matrix_view<const T> importance_weights,
+                    int threads) {
     using batch = core::batch<double>;
     constexpr index_type lanes = core::width<double>;
     token_sums s;
@@ -56,45 +57,49 @@ token_sums otb_sums(matrix_view<const T> rewards, matrix_view<const T> mask, mat
     s.W = core::workspace<double, otb_slot<1>>(s.size());
     s.m = core::workspace<double, otb_slot<2>>(s.size());
     s.lengths.assign(static_cast<std::size_t>(s.rows), 0);
-    for (index_type i = 0; i < s.rows; ++i) {
-        const T *lp = old_log_prob.row(i), *sp = sum_probability_squared.row(i), *mk = mask.row(i), *r = rewards.row(i);
-        double* m = s.m + s.at(i, 0);
-        double* w = s.W + s.at(i, 0);
-        double* g = s.G + s.at(i, 0);
-        // In batches of doubles (core/convert.hpp), the last width<double> − 1 tokens one by one:
-        // m, and w = 1 − 2π + Σπ² and r with masked tokens selected to 0 before exp, so no masked
-        // value reaches exp or a sum.
-        const index_type full = cols - cols % lanes;
-        const batch zero(0.0), one(1.0), two(2.0);
-        batch count(0.0);
-        for (index_type t = 0; t < full; t += lanes) {
-            const auto valid = ~(core::load_as_double(mk + t) == zero);
-            const batch pi = core::exp(xsimd::select(valid, core::load_as_double(lp + t), zero));
-            core::store_from_double(m + t, xsimd::select(valid, one, zero));
-            core::store_from_double(w + t, one - two * pi + xsimd::select(valid, core::load_as_double(sp + t), zero));
-            core::store_from_double(g + t, xsimd::select(valid, core::load_as_double(r + t), zero));
-            count += xsimd::select(valid, one, zero);
-        }
-        double valid_count = core::horizontal_sum(count);
-        for (index_type t = full; t < cols; ++t) {
-            const bool valid = is_valid(mk[t]);
-            m[t] = valid ? 1.0 : 0.0;
-            valid_count += m[t];
-            w[t] = valid ? 1.0 - 2.0 * std::exp(static_cast<double>(core::to_compute(lp[t]))) +
-                               static_cast<double>(core::to_compute(sp[t]))
-                         : 0.0;
-            g[t] = valid ? static_cast<double>(core::to_compute(r[t])) : 0.0;
-        }
-        s.lengths[static_cast<std::size_t>(i)] = static_cast<index_type>(valid_count);
-        if (!importance_weights.empty()) {
-            const T* rho = importance_weights.row(i);
-            for (index_type t = 0; t < cols; ++t) {
-                const auto loaded = static_cast<double>(core::to_compute(rho[t]));
-                const double value = m[t] != 0 ? loaded : 0.0;
-                w[t] *= value * value;
+    core::parallel_for(s.rows, threads, [&](index_type begin, index_type end) {
+        for (index_type i = begin; i < end; ++i) {
+            const T *lp = old_log_prob.row(i), *sp = sum_probability_squared.row(i), *mk = mask.row(i),
+                    *r = rewards.row(i);
+            double* m = s.m + s.at(i, 0);
+            double* w = s.W + s.at(i, 0);
+            double* g = s.G + s.at(i, 0);
+            // In batches of doubles (core/convert.hpp), the last width<double> − 1 tokens one by one:
+            // m, and w = 1 − 2π + Σπ² and r with masked tokens selected to 0 before exp, so no masked
+            // value reaches exp or a sum.
+            const index_type full = cols - cols % lanes;
+            const batch zero(0.0), one(1.0), two(2.0);
+            batch count(0.0);
+            for (index_type t = 0; t < full; t += lanes) {
+                const auto valid = ~(core::load_as_double(mk + t) == zero);
+                const batch pi = core::exp(xsimd::select(valid, core::load_as_double(lp + t), zero));
+                core::store_from_double(m + t, xsimd::select(valid, one, zero));
+                core::store_from_double(w + t,
+                                        one - two * pi + xsimd::select(valid, core::load_as_double(sp + t), zero));
+                core::store_from_double(g + t, xsimd::select(valid, core::load_as_double(r + t), zero));
+                count += xsimd::select(valid, one, zero);
+            }
+            double valid_count = core::horizontal_sum(count);
+            for (index_type t = full; t < cols; ++t) {
+                const bool valid = is_valid(mk[t]);
+                m[t] = valid ? 1.0 : 0.0;
+                valid_count += m[t];
+                w[t] = valid ? 1.0 - 2.0 * std::exp(static_cast<double>(core::to_compute(lp[t]))) +
+                                   static_cast<double>(core::to_compute(sp[t]))
+                             : 0.0;
+                g[t] = valid ? static_cast<double>(core::to_compute(r[t])) : 0.0;
+            }
+            s.lengths[static_cast<std::size_t>(i)] = static_cast<index_type>(valid_count);
+            if (!importance_weights.empty()) {
+                const T* rho = importance_weights.row(i);
+                for (index_type t = 0; t < cols; ++t) {
+                    const auto loaded = static_cast<double>(core::to_compute(rho[t]));
+                    const double value = m[t] != 0 ? loaded : 0.0;
+                    w[t] *= value * value;
+                }
             }
         }
-    }
+    });
     // G backwards and W forwards for `rows` rows from `first`: each chain adds in token order and
     // passes a masked position by (a select, never an added 0).
     const auto running_sums = [&s, cols](index_type first, auto rows) {
@@ -117,9 +122,18 @@ token_sums otb_sums(matrix_view<const T> rewards, matrix_view<const T> mask, mat
             }
         }
     };
-    index_type first = 0;
-    for (; first + 4 <= s.rows; first += 4) running_sums(first, std::integral_constant<index_type, 4>{});
-    for (; first < s.rows; ++first) running_sums(first, std::integral_constant<index_type, 1>{});
+    // Blocks of four rows (the last one partial: its rows one by one); a row's chains are its own,
+    // so its bits do not depend on the rows beside it.
+    core::parallel_for((s.rows + 3) / 4, threads, [&](index_type begin, index_type end) {
+        for (index_type block = begin; block < end; ++block) {
+            const index_type first = 4 * block;
+            if (first + 4 <= s.rows) {
+                running_sums(first, std::integral_constant<index_type, 4>{});
+            } else {
+                for (index_type i = first; i < s.rows; ++i) running_sums(i, std::integral_constant<index_type, 1>{});
+            }
+        }
+    });
     return s;
 }
 
@@ -184,32 +198,33 @@ inline void otb_group(const token_sums& s, const std::vector<index_type>& member
 // row i, and G and W there are copied beside it, so that a group's sweep over k reads rows.
 struct packed_sums {
     index_type* position;
-    double *G, *W, *numerator, *denominator;
+    double *G, *W;
 
-    explicit packed_sums(const token_sums& s)
+    packed_sums(const token_sums& s, int threads)
         : position(core::workspace<index_type, otb_slot<4>>(s.size())),
           G(core::workspace<double, otb_slot<5>>(s.size())),
-          W(core::workspace<double, otb_slot<6>>(s.size())),
-          numerator(core::workspace<double, otb_slot<7>>(static_cast<std::size_t>(s.cols))),
-          denominator(core::workspace<double, otb_slot<8>>(static_cast<std::size_t>(s.cols))) {
-        for (index_type i = 0; i < s.rows; ++i) {
-            const std::size_t row = s.at(i, 0);
-            index_type k = 0;
-            for (index_type t = 0; t < s.cols; ++t) {
-                // Written at k whatever the mask; k moves on past valid tokens only (k ≤ t).
-                position[row + static_cast<std::size_t>(k)] = t;
-                G[row + static_cast<std::size_t>(k)] = s.G[row + static_cast<std::size_t>(t)];
-                W[row + static_cast<std::size_t>(k)] = s.W[row + static_cast<std::size_t>(t)];
-                k += s.m[row + static_cast<std::size_t>(t)] != 0 ? 1 : 0;
+          W(core::workspace<double, otb_slot<6>>(s.size())) {
+        core::parallel_for(s.rows, threads, [&](index_type begin, index_type end) {
+            for (index_type i = begin; i < end; ++i) {
+                const std::size_t row = s.at(i, 0);
+                index_type k = 0;
+                for (index_type t = 0; t < s.cols; ++t) {
+                    // Written at k whatever the mask; k moves on past valid tokens only (k ≤ t).
+                    position[row + static_cast<std::size_t>(k)] = t;
+                    G[row + static_cast<std::size_t>(k)] = s.G[row + static_cast<std::size_t>(t)];
+                    W[row + static_cast<std::size_t>(k)] = s.W[row + static_cast<std::size_t>(t)];
+                    k += s.m[row + static_cast<std::size_t>(t)] != 0 ? 1 : 0;
+                }
             }
-        }
+        });
     }
 };
 
 // The baseline over packed positions k (the k-th valid token) of one group; all-masked members
 // leave it. For each k the sums run over the members in row order, as the formula's Σ_{i∈g}.
-inline void otb_compact_group(const token_sums& s, packed_sums& p, const std::vector<index_type>& all_members,
-                              const optimal_token_baseline_options& options, double* A) {
+inline void otb_compact_group(const token_sums& s, const packed_sums& p, const std::vector<index_type>& all_members,
+                              const optimal_token_baseline_options& options, double* numerator, double* denominator,
+                              double* A) {
     const auto length = [&](index_type i) { return s.lengths[static_cast<std::size_t>(i)]; };
     std::vector<index_type> members;
     for (index_type i : all_members)
@@ -223,15 +238,15 @@ inline void otb_compact_group(const token_sums& s, packed_sums& p, const std::ve
         for (index_type k = 0; k < length(i); ++k) a[position[k]] = G[k] - (k >= zero_from ? 0.0 : baseline[k]);
     };
     if (members.size() == 1) {
-        scatter(members[0], p.numerator, 0);  // no baseline: A = G
+        scatter(members[0], numerator, 0);  // no baseline: A = G (the baseline is not read)
         return;
     }
     index_type longest = 0;
     for (index_type i : members) longest = std::max(longest, length(i));
     index_type second = 0;
     const index_type tail = options.handle_zero_tail ? zero_tail_member(members, s.lengths, second) : -1;
-    double* num = p.numerator;
-    double* den = p.denominator;
+    double* num = numerator;
+    double* den = denominator;
     std::fill_n(num, longest, 0.0);
     std::fill_n(den, longest, 0.0);
     for (index_type i : members) {
@@ -265,25 +280,42 @@ void optimal_token_baseline(matrix_view<const T> rewards, matrix_view<const T> m
     const auto groups = group_members(grouping, mask.rows);
     core::require(options.eps >= 0 && std::isfinite(options.eps), "eps must be non-negative and finite, got ",
                   options.eps);
-    const token_sums s = otb_sums(rewards, mask, old_log_prob, sum_probability_squared, importance_weights);
+    const int threads = options.threads;
+    const token_sums s = otb_sums(rewards, mask, old_log_prob, sum_probability_squared, importance_weights, threads);
     double* A = core::workspace<double, otb_slot<9>>(s.size());
-    std::fill_n(A, s.size(), 0.0);
+    const auto each_row = [&](auto&& body) {
+        core::parallel_for(s.rows, threads, [&](index_type begin, index_type end) {
+            for (index_type i = begin; i < end; ++i) body(i);
+        });
+    };
+    each_row([&](index_type i) { std::fill_n(A + s.at(i, 0), s.stride, 0.0); });
+    // Each thread's baseline sums are its own workspaces (taken on that thread); a group is one thread's.
+    const auto each_group = [&](auto&& baseline) {
+        core::parallel_for(static_cast<index_type>(groups.size()), threads, [&](index_type begin, index_type end) {
+            double* numerator = core::workspace<double, otb_slot<7>>(static_cast<std::size_t>(s.cols));
+            double* denominator = core::workspace<double, otb_slot<8>>(static_cast<std::size_t>(s.cols));
+            for (index_type g = begin; g < end; ++g)
+                baseline(groups[static_cast<std::size_t>(g)], numerator, denominator);
+        });
+    };
     if (!options.compact) {
-        double* numerator = core::workspace<double, otb_slot<7>>(static_cast<std::size_t>(s.cols));
-        double* denominator = core::workspace<double, otb_slot<8>>(static_cast<std::size_t>(s.cols));
-        for (const auto& members : groups) otb_group(s, members, options, numerator, denominator, A);
+        each_group([&](const std::vector<index_type>& members, double* numerator, double* denominator) {
+            otb_group(s, members, options, numerator, denominator, A);
+        });
     } else {
-        packed_sums packed(s);
-        for (const auto& members : groups) otb_compact_group(s, packed, members, options, A);
+        const packed_sums packed(s, threads);
+        each_group([&](const std::vector<index_type>& members, double* numerator, double* denominator) {
+            otb_compact_group(s, packed, members, options, numerator, denominator, A);
+        });
     }
-    for (index_type i = 0; i < s.rows; ++i) {
+    each_row([&](index_type i) {
         const double *a = A + s.at(i, 0), *G = s.G + s.at(i, 0);
         T* out = advantages.row(i);
         for (index_type t = 0; t < s.cols; ++t) out[t] = core::from_compute<T>(static_cast<core::compute_t<T>>(a[t]));
-        if (returns.empty()) continue;
+        if (returns.empty()) return;
         T* to_go = returns.row(i);
         for (index_type t = 0; t < s.cols; ++t) to_go[t] = core::from_compute<T>(static_cast<core::compute_t<T>>(G[t]));
-    }
+    });
 }
 
 }  // namespace normkit::credit::detail

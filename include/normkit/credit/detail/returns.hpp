@@ -2,6 +2,7 @@
 // masked backward recursion (core/returns.hpp).
 #pragma once
 
+#include "../../core/parallel.hpp"
 #include "../../core/simd.hpp"
 #include "../../core/transpose.hpp"
 #include "../token_data.hpp"
@@ -35,18 +36,20 @@ void discounted_returns(matrix_view<const T> rewards, matrix_view<const T> mask,
     core::require_all_like("mask", mask, "rewards", rewards, "returns", returns);
     core::require_disjoint("returns", returns, "rewards", rewards, "mask", mask);
     core::require_discount("gamma", options.gamma);
-    for (index_type i = 0; i < mask.rows; ++i)
-        core::masked_discounted_sum(
-            mask.cols, options.gamma, options.mask_rule, [&](index_type t) { return is_valid(mask(i, t)); },
-            [&](index_type t) {
-                // discount_through reads masked positions, where a reward counts as 0.
-                return options.mask_rule == return_mask_rule::discount_through && !is_valid(mask(i, t))
-                           ? 0.0
-                           : value_of(rewards, i, t);
-            },
-            [&](index_type t, bool inside, double running) {
-                returns(i, t) = to_storage<T>(core::stored_return(options.mask_rule, inside, running));
-            });
+    core::parallel_for(mask.rows, options.threads, [&](index_type begin, index_type end) {
+        for (index_type i = begin; i < end; ++i)
+            core::masked_discounted_sum(
+                mask.cols, options.gamma, options.mask_rule, [&](index_type t) { return is_valid(mask(i, t)); },
+                [&](index_type t) {
+                    // discount_through reads masked positions, where a reward counts as 0.
+                    return options.mask_rule == return_mask_rule::discount_through && !is_valid(mask(i, t))
+                               ? 0.0
+                               : value_of(rewards, i, t);
+                },
+                [&](index_type t, bool inside, double running) {
+                    returns(i, t) = to_storage<T>(core::stored_return(options.mask_rule, inside, running));
+                });
+    });
 }
 
 // Columns [start, start + columns) of rows [first, first + count) of x as doubles, column c of the
@@ -149,10 +152,17 @@ void generalized_advantage_estimation(matrix_view<const T> rewards, matrix_view<
     core::require_discount("lambda", options.lambda);
     core::require(options.mask_rule != return_mask_rule::reset,
                   "mask_rule: GAE takes carry or discount_through, not reset");
+    // Threads over blocks of `lanes` rows: a row's bits do not depend on the rows beside it.
     constexpr index_type lanes = core::width<double>;
-    for (index_type first = 0; first < mask.rows; first += lanes)
-        gae_lanes(rewards, values, mask, advantages, returns, first, std::min(lanes, mask.rows - first), options.gamma,
-                  options.gamma * options.lambda, options.mask_rule == return_mask_rule::discount_through);
+    const index_type blocks = (mask.rows + lanes - 1) / lanes;
+    core::parallel_for(blocks, options.threads, [&](index_type begin, index_type end) {
+        for (index_type block = begin; block < end; ++block) {
+            const index_type first = block * lanes;
+            gae_lanes(rewards, values, mask, advantages, returns, first, std::min(lanes, mask.rows - first),
+                      options.gamma, options.gamma * options.lambda,
+                      options.mask_rule == return_mask_rule::discount_through);
+        }
+    });
 }
 
 }  // namespace normkit::credit::detail

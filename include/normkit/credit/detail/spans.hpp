@@ -1,6 +1,7 @@
 // The implementation of credit/spans.hpp.
 #pragma once
 
+#include "../../core/parallel.hpp"
 #include "../token_data.hpp"
 
 #include <algorithm>
@@ -10,7 +11,8 @@ namespace normkit::credit::detail {
 
 template <class T>
 void span_advantages(vector_view<const span> spans, matrix_view<const T> position_advantages, matrix_view<const T> mask,
-                     vector_view<const T> response_advantages, matrix_view<T> output, outside_span outside) {
+                     vector_view<const T> response_advantages, matrix_view<T> output, const span_options& options) {
+    const outside_span outside = options.outside;
     core::require_data("mask", mask);
     core::require_like("output", output, "mask", mask);
     core::require_data("position_advantages", position_advantages);
@@ -44,20 +46,26 @@ void span_advantages(vector_view<const span> spans, matrix_view<const T> positio
                           furthest->end, ") and [", b.start, ", ", b.end, ")");
         if (!furthest || furthest->sample != b.sample || b.end > furthest->end) furthest = &b;
     }
+    // Sorted by sample, the spans of row i are sorted[offset[i] .. offset[i + 1]).
+    std::vector<std::size_t> offset(static_cast<std::size_t>(mask.rows) + 1, 0);
+    for (const span& s : sorted) ++offset[static_cast<std::size_t>(s.sample) + 1];
+    for (std::size_t i = 0; i + 1 < offset.size(); ++i) offset[i + 1] += offset[i];
     // Row pointers and plain selects: each sweep is one loop of batches.
     const T zero = core::from_compute<T>(0);
-    for (index_type i = 0; i < mask.rows; ++i) {
-        const T fill = outside == outside_span::zero ? zero : response_advantages[i];
-        const T* m = mask.row(i);
-        T* out = output.row(i);
-        for (index_type t = 0; t < mask.cols; ++t) out[t] = is_valid(m[t]) ? fill : zero;
-    }
-    for (const span& s : sorted) {
-        const T value = position_advantages(s.sample, s.position);
-        const T* m = mask.row(s.sample);
-        T* out = output.row(s.sample);
-        for (index_type t = s.start; t < s.end; ++t) out[t] = is_valid(m[t]) ? value : zero;
-    }
+    core::parallel_for(mask.rows, options.threads, [&](index_type begin, index_type end) {
+        for (index_type i = begin; i < end; ++i) {
+            const T fill = outside == outside_span::zero ? zero : response_advantages[i];
+            const T* m = mask.row(i);
+            T* out = output.row(i);
+            for (index_type t = 0; t < mask.cols; ++t) out[t] = is_valid(m[t]) ? fill : zero;
+            for (std::size_t k = offset[static_cast<std::size_t>(i)]; k < offset[static_cast<std::size_t>(i) + 1];
+                 ++k) {
+                const span& s = sorted[k];
+                const T value = position_advantages(s.sample, s.position);
+                for (index_type t = s.start; t < s.end; ++t) out[t] = is_valid(m[t]) ? value : zero;
+            }
+        }
+    });
 }
 
 }  // namespace normkit::credit::detail

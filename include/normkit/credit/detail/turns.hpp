@@ -67,26 +67,46 @@ turn_table make_turn_table(index_type rows, index_type cols, const index_type* n
             core::workspace<double, turn_table_slot<Slot>>(static_cast<std::size_t>(rows * stride))};
 }
 
+// body(i) for every row, in contiguous blocks of rows on the threads.
+template <class Body>
+void each_row(index_type rows, int threads, Body&& body) {
+    core::parallel_for(rows, threads, [&](index_type begin, index_type end) {
+        for (index_type i = begin; i < end; ++i) body(i);
+    });
+}
+
+// body(members) for every group, in contiguous blocks of groups on the threads: a group reads and
+// writes only its members' rows.
+template <class Body>
+void each_group(const group_lists& groups, int threads, Body&& body) {
+    core::parallel_for(static_cast<index_type>(groups.size()), threads, [&](index_type begin, index_type end) {
+        for (index_type g = begin; g < end; ++g) body(groups[static_cast<std::size_t>(g)]);
+    });
+}
+
 template <int Slot, class T>
-turn_table read_turns(const matrix_view<const T>& table, const vector_view<const index_type>& turn_count) {
+turn_table read_turns(const matrix_view<const T>& table, const vector_view<const index_type>& turn_count, int threads) {
     turn_table out = make_turn_table<Slot>(table.rows, table.cols, turn_count.data);
-    for (index_type i = 0; i < table.rows; ++i) {
+    each_row(table.rows, threads, [&](index_type i) {
         double* o = out.row(i);
         const T* p = table.row(i);
         const index_type n = turn_count[i];
         for (index_type t = 0; t < n; ++t) o[t] = to_double(p[t]);
-    }
+    });
     return out;
 }
 
 // Σ_{k≥t} γ^{k−t}·x_k of each row, G_t = x_t + γ·G_{t+1} with x_t = value(i, t): the recursion of
 // core/returns.hpp with every turn valid, to its bits. Eight rows at a time, so that their chains
-// overlap.
+// overlap (a row's chain is its own: its bits do not depend on the rows beside it); the blocks of
+// eight on the threads.
 template <int Slot, class Value>
-turn_table discounted_sums(index_type rows, index_type cols, const index_type* n, double gamma, Value&& value) {
+turn_table discounted_sums(index_type rows, index_type cols, const index_type* n, double gamma, int threads,
+                           Value&& value) {
     turn_table out = make_turn_table<Slot>(rows, cols, n);
     constexpr index_type block = 8;
-    for (index_type first = 0; first < rows; first += block) {
+    each_row((rows + block - 1) / block, threads, [&](index_type b) {
+        const index_type first = b * block;
         const index_type last = std::min(rows, first + block);
         index_type longest = 0;
         for (index_type i = first; i < last; ++i) longest = std::max(longest, n[i]);
@@ -98,13 +118,13 @@ turn_table discounted_sums(index_type rows, index_type cols, const index_type* n
                 g = value(i, t) + gamma * g;
                 out.row(i)[t] = g;
             }
-    }
+    });
     return out;
 }
 
 template <int Slot>
-turn_table discounted_sums(const turn_table& in, double gamma) {
-    return discounted_sums<Slot>(in.rows, in.cols, in.n, gamma,
+turn_table discounted_sums(const turn_table& in, double gamma, int threads) {
+    return discounted_sums<Slot>(in.rows, in.cols, in.n, gamma, threads,
                                  [&](index_type i, index_type t) { return in.row(i)[t]; });
 }
 
@@ -170,11 +190,11 @@ template <class F>
 // lanes below its turn count. Every read of a batch's columns precedes its writes, so `out` may be
 // `values`.
 inline void standardize_per_turn(const turn_table& values, const group_lists& groups, int ddof, double eps,
-                                 bool divide_by_std, turn_table& out) {
+                                 bool divide_by_std, turn_table& out, int threads) {
     using D = double_batch;
     constexpr index_type W = double_lanes;
     const D zero(0.0), one(1.0);
-    for (const auto& members : groups) {
+    each_group(groups, threads, [&](const std::vector<index_type>& members) {
         index_type depth = 0;
         for (index_type i : members) depth = std::max(depth, values.n[i]);
         for (index_type t = 0; t < depth; t += W) {
@@ -214,7 +234,7 @@ inline void standardize_per_turn(const turn_table& values, const group_lists& gr
                 core::store(out.row(i) + t, z_scores(x, set.location, set.scale, bad, spread), c);
             });
         }
-    }
+    });
 }
 
 // Sums over a set of rows' turns, each row taken in eight partial sums (turn t into partial t mod 8),
@@ -293,21 +313,24 @@ inline location_scale rows_location_scale(const turn_table& values, const std::v
     return result;
 }
 
-// The z-scores of rows `members` of `values` against one set's stats, batch by batch, given to
-// emit(row, t, count, z) for turns [t, t + count) of the row; then done(row), while the row is in
-// cache.
+// The z-scores of row i of `values` against one set's stats, batch by batch, given to
+// emit(i, t, count, z) for turns [t, t + count) of the row; then done(i), while the row is in cache.
+template <class Emit, class Done>
+void row_z_scores(const turn_table& values, index_type i, const location_scale& stats, Emit&& emit, Done&& done) {
+    const double_batch mean(stats.mean), scale(stats.scale);
+    const double_mask bad(!stats.finite), spread(!stats.degenerate);
+    const double* x = values.row(i);
+    core::for_each_batch<double>(values.n[i], [&](index_type t, index_type c) {
+        emit(i, t, c, z_scores(core::load(x + t, c), mean, scale, bad, spread));
+    });
+    done(i);
+}
+
+// row_z_scores of rows `members`, in order.
 template <class Emit, class Done>
 void group_z_scores(const turn_table& values, const std::vector<index_type>& members, const location_scale& stats,
                     Emit&& emit, Done&& done) {
-    const double_batch mean(stats.mean), scale(stats.scale);
-    const double_mask bad(!stats.finite), spread(!stats.degenerate);
-    for (index_type i : members) {
-        const double* x = values.row(i);
-        core::for_each_batch<double>(values.n[i], [&](index_type t, index_type c) {
-            emit(i, t, c, z_scores(core::load(x + t, c), mean, scale, bad, spread));
-        });
-        done(i);
-    }
+    for (index_type i : members) row_z_scores(values, i, stats, emit, done);
 }
 
 // Row o of a [B × N] output: x[0 .. count), then `padding` to the end.
@@ -318,8 +341,9 @@ void write_row(T* o, const double* x, index_type count, index_type cols, double 
 }
 
 template <class T>
-void write_turns(const matrix_view<T>& out, const turn_table& values, double padding) {
-    for (index_type i = 0; i < out.rows; ++i) write_row(out.row(i), values.row(i), values.n[i], out.cols, padding);
+void write_turns(const matrix_view<T>& out, const turn_table& values, double padding, int threads) {
+    each_row(out.rows, threads,
+             [&](index_type i) { write_row(out.row(i), values.row(i), values.n[i], out.cols, padding); });
 }
 
 template <class T>
@@ -336,10 +360,11 @@ void a2tgpo_advantages(matrix_view<const T> information_gain, vector_view<const 
                            "group ids", grouping, "outcome_advantages", outcome_advantages);
     core::require(std::isfinite(options.alpha) && std::isfinite(options.clip_spread), "alpha ", options.alpha,
                   " and clip_spread ", options.clip_spread, " must be finite");
-    const turn_table gains = read_turns<0>(information_gain, turn_count);
+    const int threads = options.threads;
+    const turn_table gains = read_turns<0>(information_gain, turn_count, threads);
     turn_table normalized = make_turn_table<1>(gains.rows, gains.cols, gains.n);
-    standardize_per_turn(gains, groups, options.ddof, options.eps, options.normalize_by_std, normalized);
-    turn_table accumulated = discounted_sums<2>(normalized, options.gamma);
+    standardize_per_turn(gains, groups, options.ddof, options.eps, options.normalize_by_std, normalized, threads);
+    turn_table accumulated = discounted_sums<2>(normalized, options.gamma, threads);
     // root[j] = 1/√(N − j), once per call, so that a row of n turns reads 1/√(n − t) forwards at
     // root[N − n + t].
     const index_type N = advantages.cols;
@@ -347,7 +372,7 @@ void a2tgpo_advantages(matrix_view<const T> information_gain, vector_view<const 
     for (index_type j = 0; j < N; ++j) root[static_cast<std::size_t>(j)] = 1.0 / std::sqrt(static_cast<double>(N - j));
     using D = double_batch;
     const D alpha(options.alpha), spread(options.clip_spread), one(1.0), two(2.0);
-    for (index_type i = 0; i < advantages.rows; ++i) {
+    each_row(advantages.rows, threads, [&](index_type i) {
         const index_type n = turn_count[i];
         const double outcome = to_double(outcome_advantages[i]);
         // A_t = outcome + α·D_t/√(n − t) and c_t = 1 + κ·(2σ(ĨG_t) − 1), in place in the rows of D and ĨG.
@@ -362,7 +387,7 @@ void a2tgpo_advantages(matrix_view<const T> information_gain, vector_view<const 
         if (n < N) a[n] = outcome;  // the outcome turn (a row's stride leaves room for it)
         write_row(advantages.row(i), a, std::min(n + 1, N), N, 0.0);
         if (!clip_scale.empty()) write_row(clip_scale.row(i), c, n, N, 1.0);
-    }
+    });
 }
 
 template <class T>
@@ -371,30 +396,32 @@ void mapo_advantages(matrix_view<const T> rewards, vector_view<const index_type>
     const group_lists groups =
         checked_turn_groups("rewards", rewards, turn_count, grouping, advantages, options.gamma, options.eps, 0);
     core::require(std::isfinite(options.alpha), "alpha must be finite, got ", options.alpha);
-    const turn_table immediate = read_turns<0>(rewards, turn_count);
-    turn_table turn_term = discounted_sums<1>(immediate, options.gamma);
-    standardize_per_turn(turn_term, groups, 0, options.eps, true, turn_term);
+    const int threads = options.threads;
+    const turn_table immediate = read_turns<0>(rewards, turn_count, threads);
+    turn_table turn_term = discounted_sums<1>(immediate, options.gamma, threads);
+    standardize_per_turn(turn_term, groups, 0, options.eps, true, turn_term, threads);
     // A_t = α·A_turn + (1 − α)·A_group, the group term taken as it is combined (no table of it), a row
     // written out while it is in cache.
     const double_batch alpha(options.alpha), rest(1.0 - options.alpha);
-    const auto combine = [&](const std::vector<index_type>& members) {
-        const location_scale stats = rows_location_scale(immediate, members, 0, options.eps, true);
-        group_z_scores(
-            immediate, members, stats,
-            [&](index_type i, index_type t, index_type c, const double_batch& z) {
-                double* a = turn_term.row(i) + t;
-                core::store(a, alpha * core::load(a, c) + rest * z, c);
-            },
-            [&](index_type i) {
-                write_row(advantages.row(i), turn_term.row(i), turn_term.n[i], advantages.cols, 0.0);
-            });
+    const auto combine = [&](index_type i, index_type t, index_type c, const double_batch& z) {
+        double* a = turn_term.row(i) + t;
+        core::store(a, alpha * core::load(a, c) + rest * z, c);
+    };
+    const auto write = [&](index_type i) {
+        write_row(advantages.row(i), turn_term.row(i), turn_term.n[i], advantages.cols, 0.0);
     };
     if (options.immediate_scope == normalization_scope::group) {
-        for (const auto& members : groups) combine(members);
+        each_group(groups, threads, [&](const std::vector<index_type>& members) {
+            group_z_scores(immediate, members, rows_location_scale(immediate, members, 0, options.eps, true), combine,
+                           write);
+        });
     } else {
+        // The batch's statistics are one set: summed on the calling thread in row order (a few turns
+        // a row), then the rows on the threads.
         std::vector<index_type> batch(static_cast<std::size_t>(rewards.rows));
         std::iota(batch.begin(), batch.end(), index_type(0));
-        combine(batch);
+        const location_scale stats = rows_location_scale(immediate, batch, 0, options.eps, true);
+        each_row(rewards.rows, threads, [&](index_type i) { row_z_scores(immediate, i, stats, combine, write); });
     }
 }
 
@@ -403,13 +430,14 @@ void gtpo_advantages(matrix_view<const T> rewards, vector_view<const index_type>
                      matrix_view<T> advantages, const gtpo_options& options) {
     const group_lists groups = checked_turn_groups("rewards", rewards, turn_count, grouping, advantages, options.gamma,
                                                    options.eps, options.ddof);
-    turn_table returns = discounted_sums<1>(rewards.rows, rewards.cols, turn_count.data, options.gamma,
+    const int threads = options.threads;
+    turn_table returns = discounted_sums<1>(rewards.rows, rewards.cols, turn_count.data, options.gamma, threads,
                                             [&](index_type i, index_type t) { return to_double(rewards.row(i)[t]); });
     if (options.scope == gtpo_scope::turn_index) {
-        standardize_per_turn(returns, groups, options.ddof, options.eps, true, returns);
-        return write_turns(advantages, returns, 0.0);
+        standardize_per_turn(returns, groups, options.ddof, options.eps, true, returns, threads);
+        return write_turns(advantages, returns, 0.0, threads);
     }
-    for (const auto& members : groups) {  // all turns: each row written as its z-scores are made
+    each_group(groups, threads, [&](const std::vector<index_type>& members) {  // all turns: each row written
         const location_scale stats = rows_location_scale(returns, members, options.ddof, options.eps, true);
         group_z_scores(
             returns, members, stats,
@@ -417,34 +445,57 @@ void gtpo_advantages(matrix_view<const T> rewards, vector_view<const index_type>
                 core::store(returns.row(i) + t, z, c);
             },
             [&](index_type i) { write_row(advantages.row(i), returns.row(i), returns.n[i], advantages.cols, 0.0); });
+    });
+}
+
+// Whether row i of turn_index is a valid row of turn indices: each in [−1, turns), the ones ≥ 0
+// non-decreasing.
+inline bool turn_row_valid(const index_type* row, index_type cols, index_type turns) {
+    index_type previous = -1;
+    for (index_type t = 0; t < cols; ++t) {
+        const index_type turn = row[t];
+        if (turn < -1 || turn >= turns) return false;
+        if (turn < 0) continue;
+        if (turn < previous) return false;
+        previous = turn;
     }
+    return true;
 }
 
 template <class T>
 void turns_to_tokens(matrix_view<const T> per_turn, matrix_view<const index_type> turn_index, matrix_view<T> output,
-                     double outside) {
+                     const turns_to_tokens_options& options) {
     core::require_data("per_turn", per_turn);
     core::require_data("turn_index", turn_index);
     core::require_like("output", output, "turn_index", turn_index);
     core::require(per_turn.rows == turn_index.rows, "per_turn has ", per_turn.rows, " rows (", per_turn.rows, "x",
                   per_turn.cols, ") but turn_index has ", turn_index.rows);
     core::require_disjoint("output", output, "per_turn", per_turn, "turn_index", turn_index);
-    for (index_type i = 0; i < turn_index.rows; ++i) {
+    // Every row is checked before anything is written (core::first_where: on the threads); the
+    // first bad row's first bad token is named.
+    const index_type cols = turn_index.cols, turns = per_turn.cols;
+    const index_type bad = core::first_where(turn_index.rows, options.threads, [&](index_type i) {
+        return !turn_row_valid(turn_index.row(i), cols, turns);
+    });
+    if (bad < turn_index.rows) {
         index_type previous = -1;
-        for (index_type t = 0; t < turn_index.cols; ++t) {
-            const index_type turn = turn_index(i, t);
-            core::require(turn >= -1 && turn < per_turn.cols, "turn_index(", i, ", ", t, ") = ", turn,
-                          " is outside [-1, ", per_turn.cols, ")");
-            if (turn < 0) {
-                output(i, t) = to_storage<T>(outside);
-                continue;
-            }
-            core::require(turn >= previous, "turn_index is not monotone in row ", i, ": turn ", turn, " at token ", t,
+        for (index_type t = 0; t < cols; ++t) {
+            const index_type turn = turn_index(bad, t);
+            core::require(turn >= -1 && turn < turns, "turn_index(", bad, ", ", t, ") = ", turn, " is outside [-1, ",
+                          turns, ")");
+            if (turn < 0) continue;
+            core::require(turn >= previous, "turn_index is not monotone in row ", bad, ": turn ", turn, " at token ", t,
                           " follows turn ", previous);
             previous = turn;
-            output(i, t) = per_turn(i, turn);
         }
     }
+    const T outside = to_storage<T>(options.outside);
+    each_row(turn_index.rows, options.threads, [&](index_type i) {
+        const index_type* index = turn_index.row(i);
+        const T* values = per_turn.row(i);
+        T* out = output.row(i);
+        for (index_type t = 0; t < cols; ++t) out[t] = index[t] < 0 ? outside : values[index[t]];
+    });
 }
 
 }  // namespace normkit::credit::detail
