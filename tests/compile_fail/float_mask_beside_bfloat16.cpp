@@ -1,4 +1,4 @@
-// expect-error: could not convert .float_mask.|no known conversion from .*for 4th argument
+// expect-error: could not convert .*float_mask|no known conversion from .*for 4th argument
 // A mask has the storage type of the data it masks (docs/api.md §4): a float mask beside bf16
 // log-probs is no conversion, and the error points at that argument, not into normkit.
 #include <normkit/loss/surrogate.hpp>
