@@ -1,0 +1,33 @@
+"""Allocation of outputs and the checks of outputs passed in (out=)."""
+import numpy as np
+
+# The numpy dtypes of normkit's storage types; bfloat16 travels as its bit pattern (uint16).
+STORAGE = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), np.dtype(np.uint16))
+
+
+def statistic_dtype(dtype):
+    """statistic_t<T>: float64 for float64 data, float32 otherwise."""
+    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+
+
+def rows_of(array):
+    """The number of rows a matrix argument has: the product of its leading axes (1 for 1-d)."""
+    return int(np.prod(array.shape[:-1], dtype=np.int64)) if array.ndim >= 1 else 1
+
+
+def require_array(function, name, value):
+    if not isinstance(value, np.ndarray):
+        raise TypeError(f"{function}: {name} must be a numpy.ndarray, got {type(value).__name__}")
+    return value
+
+
+def output(function, name, given, shape, dtype):
+    """`given` checked against the shape and dtype the call writes, or a new array of them."""
+    if given is None:
+        return np.empty(shape, dtype)
+    require_array(function, name, given)
+    if given.dtype != np.dtype(dtype):
+        raise TypeError(f"{function}: {name} has dtype {given.dtype} but must be {np.dtype(dtype)}")
+    if tuple(given.shape) != tuple(shape):
+        raise ValueError(f"{function}: {name} has shape {tuple(given.shape)} but must be {tuple(shape)}")
+    return given
