@@ -31,3 +31,13 @@ def output(function, name, given, shape, dtype):
     if tuple(given.shape) != tuple(shape):
         raise ValueError(f"{function}: {name} has shape {tuple(given.shape)} but must be {tuple(shape)}")
     return given
+
+
+def data(function, name, value, floats_only=False):
+    """The array that fixes a call's storage type: a numpy array of one of normkit's dtypes."""
+    require_array(function, name, value)
+    allowed = STORAGE[:2] if floats_only else STORAGE
+    if value.dtype not in allowed:
+        names = "float32 or float64" if floats_only else "float32, float64, float16 or uint16 (bfloat16 bits)"
+        raise TypeError(f"{function}: {name} has dtype {value.dtype}; expected {names}")
+    return value

@@ -11,7 +11,7 @@ Saved statistics and parameter gradients are float32 (float64 for float64 data).
 import numpy as np
 
 from . import _norm
-from ._arrays import output, rows_of, statistic_dtype
+from ._arrays import data, output, rows_of, statistic_dtype
 from ._options import install_repr, make_options
 
 install_repr(_norm)
@@ -61,6 +61,7 @@ def rms_norm_forward(input, weight=None, *, out=None, rstd=None, options=None, *
     threads=1, stream_above_bytes. Presets: normkit.norm.presets.llama(), gemma(), qwen3(),
     gemma3(), olmo2(). Returns (output, rstd); rstd is float32 (float64 for float64 input).
     """
+    data("rms_norm_forward", "input", input)
     o = make_options(rms_norm_options, "rms_norm_forward", options, keywords)
     out = output("rms_norm_forward", "out", out, input.shape, input.dtype)
     rstd = _statistic("rms_norm_forward", "rstd", rstd, input)
@@ -76,6 +77,7 @@ def rms_norm_backward(output_gradient, input, weight, rstd, *, input_gradient=Tr
     skips dx. Returns (input_gradient, weight_gradient), None for what was not computed.
     """
     f = "rms_norm_backward"
+    data("rms_norm_backward", "output_gradient", output_gradient)
     o = make_options(rms_norm_options, f, options, keywords)
     dx = _input_gradient(f, input_gradient, input)
     dw = _parameter_gradient(f, "weight_gradient", weight_gradient, weight, input)
@@ -96,6 +98,7 @@ def partial_rms_norm_forward(input, weight=None, *, out=None, rstd=None, options
     code. Returns (output, rstd).
     """
     f = "partial_rms_norm_forward"
+    data("partial_rms_norm_forward", "input", input)
     o = make_options(partial_rms_norm_options, f, options, keywords)
     out = output(f, "out", out, input.shape, input.dtype)
     rstd = _statistic(f, "rstd", rstd, input)
@@ -107,6 +110,7 @@ def partial_rms_norm_backward(output_gradient, input, weight, rstd, *, input_gra
                               options=None, **keywords):
     """pRMSNorm's backward. Returns (input_gradient, weight_gradient)."""
     f = "partial_rms_norm_backward"
+    data("partial_rms_norm_backward", "output_gradient", output_gradient)
     o = make_options(partial_rms_norm_options, f, options, keywords)
     dx = _input_gradient(f, input_gradient, input)
     dw = _parameter_gradient(f, "weight_gradient", weight_gradient, weight, input)
@@ -120,6 +124,7 @@ def fused_add_rms_norm_forward(input, weight, residual, *, out=None, rstd=None, 
     Options as rms_norm_forward. Returns (output, rstd); `residual` is updated in place.
     """
     f = "fused_add_rms_norm_forward"
+    data("fused_add_rms_norm_forward", "input", input)
     o = make_options(rms_norm_options, f, options, keywords)
     out = output(f, "out", out, input.shape, input.dtype)
     rstd = _statistic(f, "rstd", rstd, input)
@@ -131,6 +136,7 @@ def fused_add_rms_norm_backward(output_gradient, residual, weight, residual_grad
                                 options=None, **keywords):
     """residual_gradient ← r·(g − ĥ·mean(g ⊙ ĥ)) + residual_gradient (in place). Returns weight_gradient."""
     f = "fused_add_rms_norm_backward"
+    data("fused_add_rms_norm_backward", "output_gradient", output_gradient)
     o = make_options(rms_norm_options, f, options, keywords)
     dw = _parameter_gradient(f, "weight_gradient", weight_gradient, weight, residual)
     _norm.fused_add_rms_norm_backward(output_gradient, residual, weight, residual_gradient, dw, rstd, o)
@@ -143,6 +149,7 @@ def layer_norm_forward(input, weight=None, bias=None, *, out=None, mean=None, rs
     Options (layer_norm_options): eps=1e-5, threads=1, stream_above_bytes. Returns (output, mean, rstd).
     """
     f = "layer_norm_forward"
+    data("layer_norm_forward", "input", input)
     o = make_options(layer_norm_options, f, options, keywords)
     out = output(f, "out", out, input.shape, input.dtype)
     mean = _statistic(f, "mean", mean, input)
@@ -159,6 +166,7 @@ def layer_norm_backward(output_gradient, input, weight, mean, rstd, *, input_gra
     Returns (input_gradient, weight_gradient, bias_gradient).
     """
     f = "layer_norm_backward"
+    data("layer_norm_backward", "output_gradient", output_gradient)
     o = make_options(layer_norm_options, f, options, keywords)
     dx = _input_gradient(f, input_gradient, input)
     dw = _parameter_gradient(f, "weight_gradient", weight_gradient, weight, input)
@@ -173,6 +181,7 @@ def seed_norm_forward(input, alpha, beta, gamma, *, out=None, rstd=None, options
     Options (seed_norm_options): eps=1e-5, heads=1, threads=1. Returns (output, rstd).
     """
     f = "seed_norm_forward"
+    data("seed_norm_forward", "input", input)
     o = make_options(seed_norm_options, f, options, keywords)
     out = output(f, "out", out, input.shape, input.dtype)
     rstd = _statistic(f, "rstd", rstd, input)
@@ -184,6 +193,7 @@ def seed_norm_backward(output_gradient, input, alpha, beta, gamma, rstd, *, inpu
                        parameter_gradients=True, options=None, **keywords):
     """SeeDNorm's backward. Returns (input_gradient, alpha_gradient, beta_gradient, gamma_gradient)."""
     f = "seed_norm_backward"
+    data("seed_norm_backward", "output_gradient", output_gradient)
     o = make_options(seed_norm_options, f, options, keywords)
     dx = _input_gradient(f, input_gradient, input)
     grads = [None, None, None]
@@ -196,6 +206,7 @@ def seed_norm_backward(output_gradient, input, alpha, beta, gamma, rstd, *, inpu
 def dyt_forward(input, alpha, weight=None, bias=None, *, out=None, options=None, **keywords):
     """DyT: y = γ ⊙ tanh(αx) + β. Options (dyt_options): fast_tanh=False, threads=1. Returns output."""
     f = "dyt_forward"
+    data("dyt_forward", "input", input)
     o = make_options(dyt_options, f, options, keywords)
     out = output(f, "out", out, input.shape, input.dtype)
     _norm.dyt_forward(input, float(alpha), weight, bias, out, o)
@@ -209,6 +220,7 @@ def dyt_backward(output_gradient, input, alpha, weight=None, *, input_gradient=T
     Returns (input_gradient, alpha_gradient, weight_gradient, bias_gradient).
     """
     f = "dyt_backward"
+    data("dyt_backward", "output_gradient", output_gradient)
     o = make_options(dyt_options, f, options, keywords)
     dx = _input_gradient(f, input_gradient, input)
     dw = _parameter_gradient(f, "weight_gradient", weight_gradient, weight, input)
@@ -220,6 +232,7 @@ def dyt_backward(output_gradient, input, alpha, weight=None, *, input_gradient=T
 def derf_forward(input, alpha, shift, weight=None, bias=None, *, out=None, options=None, **keywords):
     """Derf: y = γ ⊙ erf(αx + s) + β. Options (derf_options): fast_erf=False, threads=1. Returns output."""
     f = "derf_forward"
+    data("derf_forward", "input", input)
     o = make_options(derf_options, f, options, keywords)
     out = output(f, "out", out, input.shape, input.dtype)
     _norm.derf_forward(input, float(alpha), float(shift), weight, bias, out, o)
@@ -230,6 +243,7 @@ def derf_backward(output_gradient, input, alpha, shift, weight=None, *, input_gr
                   bias_gradient=None, bias=False, options=None, **keywords):
     """Derf's backward. Returns (input_gradient, alpha_gradient, shift_gradient, weight_gradient, bias_gradient)."""
     f = "derf_backward"
+    data("derf_backward", "output_gradient", output_gradient)
     o = make_options(derf_options, f, options, keywords)
     dx = _input_gradient(f, input_gradient, input)
     dw = _parameter_gradient(f, "weight_gradient", weight_gradient, weight, input)
@@ -241,6 +255,7 @@ def derf_backward(output_gradient, input, alpha, shift, weight=None, *, input_gr
 def l2_norm_forward(input, gain=1.0, *, out=None, options=None, **keywords):
     """L2 / ScaleNorm: y = g·x / max(‖x‖₂, eps). Options (l2_norm_options): eps=1e-12, threads=1."""
     f = "l2_norm_forward"
+    data("l2_norm_forward", "input", input)
     o = make_options(l2_norm_options, f, options, keywords)
     out = output(f, "out", out, input.shape, input.dtype)
     _norm.l2_norm_forward(input, float(gain), out, o)
@@ -250,6 +265,7 @@ def l2_norm_forward(input, gain=1.0, *, out=None, options=None, **keywords):
 def l2_norm_backward(output_gradient, input, gain=1.0, *, input_gradient=True, options=None, **keywords):
     """dx = g·r·(dy − x̂⟨x̂, dy⟩) (g·r·dy on the clamp); dg = Σ dy ⊙ x̂. Returns (input_gradient, gain_gradient)."""
     f = "l2_norm_backward"
+    data("l2_norm_backward", "output_gradient", output_gradient)
     o = make_options(l2_norm_options, f, options, keywords)
     dx = _input_gradient(f, input_gradient, input)
     dg = _norm.l2_norm_backward(output_gradient, input, float(gain), dx, o)
@@ -265,6 +281,7 @@ def l2_normalize_rows(matrix, options=None, **keywords):
 def qk_l2_norm_forward(query, key, gain=1.0, *, query_output=None, key_output=None, options=None, **keywords):
     """QK L2-norm (Henry et al. 2020): q′ = g·q/max(‖q‖, eps), k′ = k/max(‖k‖, eps). Returns (q′, k′)."""
     f = "qk_l2_norm_forward"
+    data("qk_l2_norm_forward", "query", query)
     o = make_options(l2_norm_options, f, options, keywords)
     qo = output(f, "query_output", query_output, query.shape, query.dtype)
     ko = output(f, "key_output", key_output, key.shape, key.dtype)
@@ -276,6 +293,7 @@ def qk_l2_norm_backward(query_output_gradient, key_output_gradient, query, key, 
                         **keywords):
     """Returns (query_gradient, key_gradient, gain_gradient)."""
     f = "qk_l2_norm_backward"
+    data("qk_l2_norm_backward", "query_output_gradient", query_output_gradient)
     o = make_options(l2_norm_options, f, options, keywords)
     dq = np.empty(query.shape, query.dtype)
     dk = np.empty(key.shape, key.dtype)
@@ -288,6 +306,7 @@ def qk_rms_norm_forward(query, key, query_weight, key_weight, *, query_output=No
     """RMSNorm of q and k over the width of their weights (head_dim: presets qwen3(), gemma3(); the
     whole token: olmo2()). Returns (query_output, key_output, query_rstd, key_rstd)."""
     f = "qk_rms_norm_forward"
+    data("qk_rms_norm_forward", "query", query)
     o = make_options(rms_norm_options, f, options, keywords)
     qo = output(f, "query_output", query_output, query.shape, query.dtype)
     ko = output(f, "key_output", key_output, key.shape, key.dtype)
@@ -303,6 +322,7 @@ def qk_rms_norm_backward(query_output_gradient, key_output_gradient, query, key,
                          query_rstd, key_rstd, *, options=None, **keywords):
     """Returns (query_gradient, key_gradient, query_weight_gradient, key_weight_gradient)."""
     f = "qk_rms_norm_backward"
+    data("qk_rms_norm_backward", "query_output_gradient", query_output_gradient)
     o = make_options(rms_norm_options, f, options, keywords)
     dq = np.empty(query.shape, query.dtype)
     dk = np.empty(key.shape, key.dtype)
@@ -320,6 +340,7 @@ def logit_norm_loss(logits, labels, *, losses=None, options=None, **keywords):
     Options (logit_norm_options): temperature=1, delta=1e-7, threads=1. Returns (mean loss, losses).
     """
     f = "logit_norm_loss"
+    data("logit_norm_loss", "logits", logits)
     o = make_options(logit_norm_options, f, options, keywords)
     losses = _statistic(f, "losses", losses, logits)
     return _norm.logit_norm_loss(logits, labels, losses, o), losses
@@ -328,6 +349,7 @@ def logit_norm_loss(logits, labels, *, losses=None, options=None, **keywords):
 def logit_norm_loss_gradient(logits, labels, *, gradient=None, losses=None, options=None, **keywords):
     """The LogitNorm loss and ∂(mean loss)/∂f. Returns (mean loss, gradient, losses)."""
     f = "logit_norm_loss_gradient"
+    data("logit_norm_loss_gradient", "logits", logits)
     o = make_options(logit_norm_options, f, options, keywords)
     gradient = output(f, "gradient", gradient, logits.shape, logits.dtype)
     losses = _statistic(f, "losses", losses, logits)
@@ -338,6 +360,7 @@ def logit_norm_loss_gradient(logits, labels, *, gradient=None, losses=None, opti
 def selective_classification_score(logits, *, scores=None, options=None, **keywords):
     """s = max z̃ / ‖z̃‖_p, z̃ = z − mean z (constant row → 0). Options: p=2 (inf allowed). Returns scores."""
     f = "selective_classification_score"
+    data("selective_classification_score", "logits", logits)
     o = make_options(selective_score_options, f, options, keywords)
     scores = _statistic(f, "scores", scores, logits)
     _norm.selective_classification_score(logits, scores, o)
@@ -346,5 +369,6 @@ def selective_classification_score(logits, *, scores=None, options=None, **keywo
 
 def select_norm_order(validation_logits, labels, options=None, **keywords):
     """The candidate p (default 1…10) of least AURC of argmax errors; a norm_order_selection."""
+    data("select_norm_order", "validation_logits", validation_logits)
     o = make_options(select_norm_order_options, "select_norm_order", options, keywords)
     return _norm.select_norm_order(validation_logits, labels, o)

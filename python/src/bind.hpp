@@ -63,7 +63,8 @@ inline std::string shape_string(const py::array& a) {
 
 inline const py::array& require_array(const py::handle& object, const char* function, const char* name) {
     if (!py::isinstance<py::array>(object))
-        fail_type(function, ": ", name, " must be a numpy.ndarray, got ", py::str(py::type::of(object)).cast<std::string>());
+        fail_type(function, ": ", name, " must be a numpy.ndarray, got ",
+                  py::str(py::type::of(object)).cast<std::string>());
     return reinterpret_cast<const py::array&>(object);
 }
 
@@ -82,14 +83,22 @@ py::dtype dtype_of() {
 
 template <class T>
 const char* storage_name() {
-    if constexpr (std::is_same_v<T, Eigen::bfloat16>) return "uint16 (bfloat16 bits)";
-    else if constexpr (std::is_same_v<T, Eigen::half>) return "float16";
-    else if constexpr (std::is_same_v<T, float>) return "float32";
-    else if constexpr (std::is_same_v<T, double>) return "float64";
-    else if constexpr (std::is_same_v<T, std::uint8_t>) return "uint8";
-    else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
-    else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
-    else return "?";
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>)
+        return "uint16 (bfloat16 bits)";
+    else if constexpr (std::is_same_v<T, Eigen::half>)
+        return "float16";
+    else if constexpr (std::is_same_v<T, float>)
+        return "float32";
+    else if constexpr (std::is_same_v<T, double>)
+        return "float64";
+    else if constexpr (std::is_same_v<T, std::uint8_t>)
+        return "uint8";
+    else if constexpr (std::is_same_v<T, std::int64_t>)
+        return "int64";
+    else if constexpr (std::is_same_v<T, std::int32_t>)
+        return "int32";
+    else
+        return "?";
 }
 
 template <class T>
@@ -112,10 +121,14 @@ inline storage storage_of(const py::handle& object, const char* function, const 
 template <class F>
 decltype(auto) dispatch(storage s, F&& f) {
     switch (s) {
-        case storage::f32: return f(type_tag<float>{});
-        case storage::f64: return f(type_tag<double>{});
-        case storage::bf16: return f(type_tag<Eigen::bfloat16>{});
-        default: return f(type_tag<Eigen::half>{});
+        case storage::f32:
+            return f(type_tag<float>{});
+        case storage::f64:
+            return f(type_tag<double>{});
+        case storage::bf16:
+            return f(type_tag<Eigen::bfloat16>{});
+        default:
+            return f(type_tag<Eigen::half>{});
     }
 }
 
@@ -170,8 +183,8 @@ matrix_view<T> matrix_of(const py::handle& object, const char* function, const c
         }
     }
     if (rows > 1 && (row_stride_bytes < 0 || row_stride_bytes % item != 0))
-        fail_value(function, ": ", name, " has row stride ", row_stride_bytes, " bytes, not a non-negative multiple of ",
-                   item);
+        fail_value(function, ": ", name, " has row stride ", row_stride_bytes,
+                   " bytes, not a non-negative multiple of ", item);
     auto* data = static_cast<T*>(const_cast<void*>(a.data()));
     return view(data, static_cast<index_type>(rows), static_cast<index_type>(cols),
                 static_cast<index_type>(rows > 1 ? row_stride_bytes / item : cols));
@@ -208,8 +221,10 @@ inline groups groups_of(const py::handle& object, const char* function, const ch
     const py::array& a = require_array(object, function, name);
     if (has_dtype<std::int64_t>(a)) return group_ids(vector_of<const std::int64_t>(a, function, name));
     if (has_dtype<std::int32_t>(a)) return group_ids(vector_of<const std::int32_t>(a, function, name));
-    fail_type(function, ": ", name, " must be an int (contiguous groups of that size) or an int64 / int32 array of ids, "
-              "got dtype ", dtype_name(a));
+    fail_type(function, ": ", name,
+              " must be an int (contiguous groups of that size) or an int64 / int32 array of ids, "
+              "got dtype ",
+              dtype_name(a));
 }
 
 // Binds an options struct: a default constructor, a copy constructor, and read-write fields.

@@ -16,7 +16,8 @@ void bind_options(py::module_& m) {
     py::enum_<nn::rms_norm_casting>(m, "rms_norm_casting", "16-bit rows: round x̂ first (llama) or w_eff·x̂ once (gemma)")
         .value("llama", nn::rms_norm_casting::llama)
         .value("gemma", nn::rms_norm_casting::gemma);
-    py::enum_<nn::partial_count>(m, "partial_count", "pRMSNorm's k: ceil(p·n) (the paper) or floor(p·n) (the authors' code)")
+    py::enum_<nn::partial_count>(m, "partial_count",
+                                 "pRMSNorm's k: ceil(p·n) (the paper) or floor(p·n) (the authors' code)")
         .value("ceil", nn::partial_count::ceil)
         .value("floor", nn::partial_count::floor);
     py::enum_<nn::llama_size>(m, "llama_size")
@@ -39,14 +40,17 @@ void bind_options(py::module_& m) {
     options_class<nn::layer_norm_options>(m, "layer_norm_options", "LayerNorm")
         .def_readwrite("eps", &nn::layer_norm_options::eps, "added to the variance (default 1e-5); > 0");
     options_class<nn::dyt_options>(m, "dyt_options", "DyT")
-        .def_readwrite("fast_tanh", &nn::dyt_options::fast_tanh, "float rows: the rational tanh, 6 ulp (default False)");
+        .def_readwrite("fast_tanh", &nn::dyt_options::fast_tanh,
+                       "float rows: the rational tanh, 6 ulp (default False)");
     options_class<nn::derf_options>(m, "derf_options", "Derf")
-        .def_readwrite("fast_erf", &nn::derf_options::fast_erf, "float rows: the rational erf, 7.5 ulp (default False)");
+        .def_readwrite("fast_erf", &nn::derf_options::fast_erf,
+                       "float rows: the rational erf, 7.5 ulp (default False)");
     options_class<nn::l2_norm_options>(m, "l2_norm_options", "L2 / ScaleNorm, QK L2-norm")
         .def_readwrite("eps", &nn::l2_norm_options::eps, "the norm is clamped to at least eps (default 1e-12); > 0");
     options_class<nn::seed_norm_options>(m, "seed_norm_options", "SeeDNorm")
         .def_readwrite("eps", &nn::seed_norm_options::eps, "inside the square root (default 1e-5); > 0")
-        .def_readwrite("heads", &nn::seed_norm_options::heads, "contiguous chunks of the row, one seed each (default 1)");
+        .def_readwrite("heads", &nn::seed_norm_options::heads,
+                       "contiguous chunks of the row, one seed each (default 1)");
     options_class<nn::logit_norm_options>(m, "logit_norm_options", "LogitNorm loss")
         .def_readwrite("temperature", &nn::logit_norm_options::temperature, "τ (default 1); > 0")
         .def_readwrite("delta", &nn::logit_norm_options::delta, "added to ‖f‖₂ (default 1e-7); > 0");
@@ -76,19 +80,20 @@ void bind_options(py::module_& m) {
 
 // The rms family: input, weight, output, rstd, options.
 void bind_rms(py::module_& m) {
-    m.def("rms_norm_forward", [](py::object x, py::object w, py::object y, py::object rstd, const nn::rms_norm_options& o) {
-        constexpr const char* f = "rms_norm_forward";
-        dispatch(storage_of(x, f, "input"), [&](auto t) {
-            using T = typename decltype(t)::type;
-            auto in = matrix_of<const T>(x, f, "input");
-            auto wv = optional_vector_of<const T>(w, f, "weight");
-            auto out = matrix_of<T>(y, f, "output");
-            auto r = optional_vector_of<stat<T>>(rstd, f, "rstd");
-            without_gil([&] { nn::rms_norm_forward(in, wv, out, r, o); });
-        });
-    });
-    m.def("rms_norm_backward", [](py::object dy, py::object x, py::object w, py::object dx, py::object dw, py::object rstd,
-                                  const nn::rms_norm_options& o) {
+    m.def("rms_norm_forward",
+          [](py::object x, py::object w, py::object y, py::object rstd, const nn::rms_norm_options& o) {
+              constexpr const char* f = "rms_norm_forward";
+              dispatch(storage_of(x, f, "input"), [&](auto t) {
+                  using T = typename decltype(t)::type;
+                  auto in = matrix_of<const T>(x, f, "input");
+                  auto wv = optional_vector_of<const T>(w, f, "weight");
+                  auto out = matrix_of<T>(y, f, "output");
+                  auto r = optional_vector_of<stat<T>>(rstd, f, "rstd");
+                  without_gil([&] { nn::rms_norm_forward(in, wv, out, r, o); });
+              });
+          });
+    m.def("rms_norm_backward", [](py::object dy, py::object x, py::object w, py::object dx, py::object dw,
+                                  py::object rstd, const nn::rms_norm_options& o) {
         constexpr const char* f = "rms_norm_backward";
         dispatch(storage_of(x, f, "input"), [&](auto t) {
             using T = typename decltype(t)::type;
@@ -102,18 +107,18 @@ void bind_rms(py::module_& m) {
         });
     });
     m.def("partial_rms_count", &nn::partial_rms_count, arg("n"), arg("options"));
-    m.def("partial_rms_norm_forward", [](py::object x, py::object w, py::object y, py::object rstd,
-                                         const nn::partial_rms_norm_options& o) {
-        constexpr const char* f = "partial_rms_norm_forward";
-        dispatch(storage_of(x, f, "input"), [&](auto t) {
-            using T = typename decltype(t)::type;
-            auto in = matrix_of<const T>(x, f, "input");
-            auto wv = optional_vector_of<const T>(w, f, "weight");
-            auto out = matrix_of<T>(y, f, "output");
-            auto r = optional_vector_of<stat<T>>(rstd, f, "rstd");
-            without_gil([&] { nn::partial_rms_norm_forward(in, wv, out, r, o); });
-        });
-    });
+    m.def("partial_rms_norm_forward",
+          [](py::object x, py::object w, py::object y, py::object rstd, const nn::partial_rms_norm_options& o) {
+              constexpr const char* f = "partial_rms_norm_forward";
+              dispatch(storage_of(x, f, "input"), [&](auto t) {
+                  using T = typename decltype(t)::type;
+                  auto in = matrix_of<const T>(x, f, "input");
+                  auto wv = optional_vector_of<const T>(w, f, "weight");
+                  auto out = matrix_of<T>(y, f, "output");
+                  auto r = optional_vector_of<stat<T>>(rstd, f, "rstd");
+                  without_gil([&] { nn::partial_rms_norm_forward(in, wv, out, r, o); });
+              });
+          });
     m.def("partial_rms_norm_backward", [](py::object dy, py::object x, py::object w, py::object dx, py::object dw,
                                           py::object rstd, const nn::partial_rms_norm_options& o) {
         constexpr const char* f = "partial_rms_norm_backward";
@@ -128,19 +133,19 @@ void bind_rms(py::module_& m) {
             without_gil([&] { nn::partial_rms_norm_backward(g, in, wv, gx, gw, r, o); });
         });
     });
-    m.def("fused_add_rms_norm_forward", [](py::object x, py::object w, py::object h, py::object y, py::object rstd,
-                                           const nn::rms_norm_options& o) {
-        constexpr const char* f = "fused_add_rms_norm_forward";
-        dispatch(storage_of(x, f, "input"), [&](auto t) {
-            using T = typename decltype(t)::type;
-            auto in = matrix_of<const T>(x, f, "input");
-            auto wv = optional_vector_of<const T>(w, f, "weight");
-            auto res = matrix_of<T>(h, f, "residual");
-            auto out = matrix_of<T>(y, f, "output");
-            auto r = optional_vector_of<stat<T>>(rstd, f, "rstd");
-            without_gil([&] { nn::fused_add_rms_norm_forward(in, wv, res, out, r, o); });
-        });
-    });
+    m.def("fused_add_rms_norm_forward",
+          [](py::object x, py::object w, py::object h, py::object y, py::object rstd, const nn::rms_norm_options& o) {
+              constexpr const char* f = "fused_add_rms_norm_forward";
+              dispatch(storage_of(x, f, "input"), [&](auto t) {
+                  using T = typename decltype(t)::type;
+                  auto in = matrix_of<const T>(x, f, "input");
+                  auto wv = optional_vector_of<const T>(w, f, "weight");
+                  auto res = matrix_of<T>(h, f, "residual");
+                  auto out = matrix_of<T>(y, f, "output");
+                  auto r = optional_vector_of<stat<T>>(rstd, f, "rstd");
+                  without_gil([&] { nn::fused_add_rms_norm_forward(in, wv, res, out, r, o); });
+              });
+          });
     m.def("fused_add_rms_norm_backward", [](py::object dy, py::object h, py::object w, py::object dh, py::object dw,
                                             py::object rstd, const nn::rms_norm_options& o) {
         constexpr const char* f = "fused_add_rms_norm_backward";
@@ -188,8 +193,8 @@ void bind_layer_and_seed(py::module_& m) {
             without_gil([&] { nn::layer_norm_backward(g, in, wv, gx, gw, gb, mu, r, o); });
         });
     });
-    m.def("seed_norm_forward", [](py::object x, py::object a, py::object b, py::object c, py::object y,
-                                  py::object rstd, const nn::seed_norm_options& o) {
+    m.def("seed_norm_forward", [](py::object x, py::object a, py::object b, py::object c, py::object y, py::object rstd,
+                                  const nn::seed_norm_options& o) {
         constexpr const char* f = "seed_norm_forward";
         dispatch(storage_of(x, f, "input"), [&](auto t) {
             using T = typename decltype(t)::type;
@@ -202,40 +207,40 @@ void bind_layer_and_seed(py::module_& m) {
             without_gil([&] { nn::seed_norm_forward(in, av, bv, cv, out, r, o); });
         });
     });
-    m.def("seed_norm_backward", [](py::object dy, py::object x, py::object a, py::object b, py::object c,
-                                   py::object dx, py::object da, py::object db, py::object dc, py::object rstd,
-                                   const nn::seed_norm_options& o) {
-        constexpr const char* f = "seed_norm_backward";
-        dispatch(storage_of(x, f, "input"), [&](auto t) {
-            using T = typename decltype(t)::type;
-            auto g = matrix_of<const T>(dy, f, "output_gradient");
-            auto in = matrix_of<const T>(x, f, "input");
-            auto av = vector_of<const T>(a, f, "alpha");
-            auto bv = vector_of<const T>(b, f, "beta");
-            auto cv = vector_of<const T>(c, f, "gamma");
-            auto gx = optional_matrix_of<T>(dx, f, "input_gradient");
-            auto ga = optional_vector_of<stat<T>>(da, f, "alpha_gradient");
-            auto gb = optional_vector_of<stat<T>>(db, f, "beta_gradient");
-            auto gc = optional_vector_of<stat<T>>(dc, f, "gamma_gradient");
-            auto r = vector_of<const stat<T>>(rstd, f, "rstd");
-            without_gil([&] { nn::seed_norm_backward(g, in, av, bv, cv, gx, ga, gb, gc, r, o); });
-        });
-    });
+    m.def("seed_norm_backward",
+          [](py::object dy, py::object x, py::object a, py::object b, py::object c, py::object dx, py::object da,
+             py::object db, py::object dc, py::object rstd, const nn::seed_norm_options& o) {
+              constexpr const char* f = "seed_norm_backward";
+              dispatch(storage_of(x, f, "input"), [&](auto t) {
+                  using T = typename decltype(t)::type;
+                  auto g = matrix_of<const T>(dy, f, "output_gradient");
+                  auto in = matrix_of<const T>(x, f, "input");
+                  auto av = vector_of<const T>(a, f, "alpha");
+                  auto bv = vector_of<const T>(b, f, "beta");
+                  auto cv = vector_of<const T>(c, f, "gamma");
+                  auto gx = optional_matrix_of<T>(dx, f, "input_gradient");
+                  auto ga = optional_vector_of<stat<T>>(da, f, "alpha_gradient");
+                  auto gb = optional_vector_of<stat<T>>(db, f, "beta_gradient");
+                  auto gc = optional_vector_of<stat<T>>(dc, f, "gamma_gradient");
+                  auto r = vector_of<const stat<T>>(rstd, f, "rstd");
+                  without_gil([&] { nn::seed_norm_backward(g, in, av, bv, cv, gx, ga, gb, gc, r, o); });
+              });
+          });
 }
 
 void bind_pointwise(py::module_& m) {
-    m.def("dyt_forward", [](py::object x, double alpha, py::object w, py::object b, py::object y,
-                            const nn::dyt_options& o) {
-        constexpr const char* f = "dyt_forward";
-        dispatch(storage_of(x, f, "input"), [&](auto t) {
-            using T = typename decltype(t)::type;
-            auto in = matrix_of<const T>(x, f, "input");
-            auto wv = optional_vector_of<const T>(w, f, "weight");
-            auto bv = optional_vector_of<const T>(b, f, "bias");
-            auto out = matrix_of<T>(y, f, "output");
-            without_gil([&] { nn::dyt_forward(in, alpha, wv, bv, out, o); });
-        });
-    });
+    m.def("dyt_forward",
+          [](py::object x, double alpha, py::object w, py::object b, py::object y, const nn::dyt_options& o) {
+              constexpr const char* f = "dyt_forward";
+              dispatch(storage_of(x, f, "input"), [&](auto t) {
+                  using T = typename decltype(t)::type;
+                  auto in = matrix_of<const T>(x, f, "input");
+                  auto wv = optional_vector_of<const T>(w, f, "weight");
+                  auto bv = optional_vector_of<const T>(b, f, "bias");
+                  auto out = matrix_of<T>(y, f, "output");
+                  without_gil([&] { nn::dyt_forward(in, alpha, wv, bv, out, o); });
+              });
+          });
     m.def("dyt_backward", [](py::object dy, py::object x, double alpha, py::object w, py::object dx, py::object dw,
                              py::object db, const nn::dyt_options& o) {
         constexpr const char* f = "dyt_backward";
@@ -293,16 +298,17 @@ void bind_l2(py::module_& m) {
             without_gil([&] { nn::l2_norm_forward(in, gain, out, o); });
         });
     });
-    m.def("l2_norm_backward", [](py::object dy, py::object x, double gain, py::object dx, const nn::l2_norm_options& o) {
-        constexpr const char* f = "l2_norm_backward";
-        return dispatch(storage_of(x, f, "input"), [&](auto t) -> double {
-            using T = typename decltype(t)::type;
-            auto g = matrix_of<const T>(dy, f, "output_gradient");
-            auto in = matrix_of<const T>(x, f, "input");
-            auto gx = optional_matrix_of<T>(dx, f, "input_gradient");
-            return without_gil([&] { return nn::l2_norm_backward(g, in, gain, gx, o); });
-        });
-    });
+    m.def("l2_norm_backward",
+          [](py::object dy, py::object x, double gain, py::object dx, const nn::l2_norm_options& o) {
+              constexpr const char* f = "l2_norm_backward";
+              return dispatch(storage_of(x, f, "input"), [&](auto t) -> double {
+                  using T = typename decltype(t)::type;
+                  auto g = matrix_of<const T>(dy, f, "output_gradient");
+                  auto in = matrix_of<const T>(x, f, "input");
+                  auto gx = optional_matrix_of<T>(dx, f, "input_gradient");
+                  return without_gil([&] { return nn::l2_norm_backward(g, in, gain, gx, o); });
+              });
+          });
     m.def("l2_normalize_rows", [](py::object x, const nn::l2_norm_options& o) {
         constexpr const char* f = "l2_normalize_rows";
         dispatch(storage_of(x, f, "matrix"), [&](auto t) {
@@ -313,18 +319,18 @@ void bind_l2(py::module_& m) {
     });
     m.def("scale_norm_initial_gain", &nn::scale_norm_initial_gain, arg("n"));
     m.def("qk_norm_initial_gain", &nn::qk_norm_initial_gain, arg("sequence_length"));
-    m.def("qk_l2_norm_forward", [](py::object q, py::object k, double gain, py::object qo, py::object ko,
-                                   const nn::l2_norm_options& o) {
-        constexpr const char* f = "qk_l2_norm_forward";
-        dispatch(storage_of(q, f, "query"), [&](auto t) {
-            using T = typename decltype(t)::type;
-            auto qv = matrix_of<const T>(q, f, "query");
-            auto kv = matrix_of<const T>(k, f, "key");
-            auto qov = matrix_of<T>(qo, f, "query_output");
-            auto kov = matrix_of<T>(ko, f, "key_output");
-            without_gil([&] { nn::qk_l2_norm_forward(qv, kv, gain, qov, kov, o); });
-        });
-    });
+    m.def("qk_l2_norm_forward",
+          [](py::object q, py::object k, double gain, py::object qo, py::object ko, const nn::l2_norm_options& o) {
+              constexpr const char* f = "qk_l2_norm_forward";
+              dispatch(storage_of(q, f, "query"), [&](auto t) {
+                  using T = typename decltype(t)::type;
+                  auto qv = matrix_of<const T>(q, f, "query");
+                  auto kv = matrix_of<const T>(k, f, "key");
+                  auto qov = matrix_of<T>(qo, f, "query_output");
+                  auto kov = matrix_of<T>(ko, f, "key_output");
+                  without_gil([&] { nn::qk_l2_norm_forward(qv, kv, gain, qov, kov, o); });
+              });
+          });
     m.def("qk_l2_norm_backward", [](py::object dq, py::object dk, py::object q, py::object k, double gain,
                                     py::object gq, py::object gk, const nn::l2_norm_options& o) {
         constexpr const char* f = "qk_l2_norm_backward";
@@ -373,9 +379,8 @@ void bind_l2(py::module_& m) {
             auto gkwv = optional_vector_of<stat<T>>(gkw, f, "key_weight_gradient");
             auto qrv = vector_of<const stat<T>>(qr, f, "query_rstd");
             auto krv = vector_of<const stat<T>>(kr, f, "key_rstd");
-            without_gil([&] {
-                nn::qk_rms_norm_backward(dqv, dkv, qv, kv, qwv, kwv, gqv, gkv, gqwv, gkwv, qrv, krv, o);
-            });
+            without_gil(
+                [&] { nn::qk_rms_norm_backward(dqv, dkv, qv, kv, qwv, kwv, gqv, gkv, gqwv, gkwv, qrv, krv, o); });
         });
     });
 }
@@ -391,18 +396,18 @@ void bind_logits(py::module_& m) {
             return without_gil([&] { return nn::logit_norm_loss(zv, lv, ov, o); });
         });
     });
-    m.def("logit_norm_loss_gradient", [](py::object z, py::object labels, py::object gradient, py::object losses,
-                                         const nn::logit_norm_options& o) {
-        constexpr const char* f = "logit_norm_loss_gradient";
-        return dispatch(storage_of(z, f, "logits"), [&](auto t) -> double {
-            using T = typename decltype(t)::type;
-            auto zv = matrix_of<const T>(z, f, "logits");
-            auto lv = vector_of<const index_type>(labels, f, "labels");
-            auto gv = matrix_of<T>(gradient, f, "gradient");
-            auto ov = optional_vector_of<stat<T>>(losses, f, "losses");
-            return without_gil([&] { return nn::logit_norm_loss_gradient(zv, lv, gv, ov, o); });
-        });
-    });
+    m.def("logit_norm_loss_gradient",
+          [](py::object z, py::object labels, py::object gradient, py::object losses, const nn::logit_norm_options& o) {
+              constexpr const char* f = "logit_norm_loss_gradient";
+              return dispatch(storage_of(z, f, "logits"), [&](auto t) -> double {
+                  using T = typename decltype(t)::type;
+                  auto zv = matrix_of<const T>(z, f, "logits");
+                  auto lv = vector_of<const index_type>(labels, f, "labels");
+                  auto gv = matrix_of<T>(gradient, f, "gradient");
+                  auto ov = optional_vector_of<stat<T>>(losses, f, "losses");
+                  return without_gil([&] { return nn::logit_norm_loss_gradient(zv, lv, gv, ov, o); });
+              });
+          });
     m.def("selective_classification_score", [](py::object z, py::object scores, const nn::selective_score_options& o) {
         constexpr const char* f = "selective_classification_score";
         dispatch(storage_of(z, f, "logits"), [&](auto t) {
@@ -438,6 +443,8 @@ void bind_logits(py::module_& m) {
 PYBIND11_MODULE(_norm, m) {
     using namespace normkit::python;
     m.doc() = "normkit.norm's kernels over numpy arrays (use normkit.norm)";
+    m.attr("__version__") = std::to_string(NORMKIT_VERSION_MAJOR) + "." + std::to_string(NORMKIT_VERSION_MINOR) + "." +
+                            std::to_string(NORMKIT_VERSION_PATCH);
     bind_options(m);
     bind_rms(m);
     bind_layer_and_seed(m);

@@ -1,7 +1,7 @@
 # Installs what is missing from the distribution's packages. Sourced by
 # scripts/test, scripts/bench, scripts/fuzz and scripts/tsan.
 #   require_packages PKG...   needed: install them (root) or print the command and stop
-#   optional_packages PKG...  wanted (the libtorch/oneDNN peers): install when root, else say they are skipped
+#   optional_packages PKG...  wanted (the libtorch/oneDNN peers, the Python package): install when root, else say what is skipped
 #   stage_packages STAGE PKG...  what one stage of scripts/test needs (clang and LLVM's libomp for
 #                             the fuzz stage): install when root; returns non-zero, saying the
 #                             stage is skipped, when they are missing and cannot be installed
@@ -40,10 +40,10 @@ optional_packages() {
   missing=$(missing_packages "$@" | tr '\n' ' ')
   [ -z "${missing// /}" ] && return 0
   if [ "$(id -u)" = 0 ]; then
-    echo "normkit: installing the optional peers $missing"
-    apt_install $missing || echo "normkit: could not install $missing; peer comparisons are skipped" >&2
+    echo "normkit: installing the optional packages $missing"
+    apt_install $missing || echo "normkit: could not install $missing; what needs them is skipped" >&2
   else
-    echo "normkit: optional peers not installed ($missing); their comparisons are skipped." >&2
+    echo "normkit: optional packages not installed ($missing); what needs them is skipped." >&2
     echo "normkit: to include them: sudo apt-get install -y --no-install-recommends $missing" >&2
   fi
 }
