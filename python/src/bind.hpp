@@ -23,6 +23,7 @@
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 
 #include "normkit/normkit.hpp"
@@ -241,6 +242,48 @@ py::class_<Options> options_class(py::module_& m, const char* name, const char* 
                         "outputs larger than this are written with non-temporal stores (default 32 MiB)");
     c.def("__copy__", [](const Options& o) { return Options(o); });
     return c;
+}
+
+// A type two modules share (core moments, return_mask_rule): pybind11 registers a C++ type once
+// per process, so the module imported second reuses the first one's class as its attribute.
+template <class T, class Bind>
+void bind_shared(py::module_& m, const char* name, Bind&& bind) {
+    if (const auto* info = py::detail::get_type_info(typeid(T)))
+        m.attr(name) = py::handle(reinterpret_cast<PyObject*>(info->type));
+    else
+        bind();
+}
+
+// normkit::moments (advantage's batch statistics), bound once whichever module imports first.
+inline void bind_moments(py::module_& m) {
+    using py::arg;
+    bind_shared<moments>(m, "moments", [&] {
+        py::class_<moments>(m, "moments", "mergeable (count, mean, M2) in double")
+            .def(py::init([](double count, double mean, double m2) {
+                     return moments{count, mean, m2};
+                 }),
+                 arg("count") = 0.0, arg("mean") = 0.0, arg("m2") = 0.0)
+            .def_readwrite("count", &moments::count, "Σw")
+            .def_readwrite("mean", &moments::mean, "Σw·x / Σw")
+            .def_readwrite("m2", &moments::m2, "Σw·(x − mean)²")
+            .def("add", &moments::add, arg("value"), arg("weight") = 1.0, "Welford's update")
+            .def("variance", &moments::variance, arg("ddof") = 0, "M2/(count − ddof); 0 when count ≤ ddof")
+            .def("standard_deviation", &moments::standard_deviation, arg("ddof") = 0)
+            .def("__copy__", [](const moments& s) { return s; })
+            .def("__repr__", [](const moments& s) {
+                return py::str("moments(count={!r}, mean={!r}, m2={!r})").format(s.count, s.mean, s.m2);
+            });
+    });
+}
+
+// normkit::return_mask_rule (advantage's reinforce_pp, credit's returns and GAE), bound once.
+inline void bind_return_mask_rule(py::module_& m) {
+    bind_shared<return_mask_rule>(m, "return_mask_rule", [&] {
+        py::enum_<return_mask_rule>(m, "return_mask_rule", "what a masked token does to a discounted return")
+            .value("carry", return_mask_rule::carry)
+            .value("reset", return_mask_rule::reset)
+            .value("discount_through", return_mask_rule::discount_through);
+    });
 }
 
 // Runs a kernel with the GIL released.
