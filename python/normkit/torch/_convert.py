@@ -1,0 +1,101 @@
+"""CPU tensors as the numpy arrays normkit.norm takes, without a copy, and outputs allocated as tensors.
+
+- A tensor goes to numpy as `t.numpy()` (float32, float64, float16) or, for bfloat16, as
+  `t.view(torch.int16).numpy().view(numpy.uint16)`: its bit pattern, which normkit reads as
+  bfloat16 (torch 1.13 cannot .numpy() a bfloat16 tensor). The array shares the tensor's memory.
+- Outputs are torch tensors (torch.empty) passed as such views into normkit's out= / gradient
+  keywords, so the kernel writes the tensor's memory.
+- The last axis must be contiguous and the leading axes must collapse into one positive row
+  stride (a row-strided x[::2] passes as it is). Otherwise (x[:, ::2], an expanded gradient
+  with stride 0) the tensor is copied with .contiguous() first: that is the only copy made.
+- A tensor not on the CPU is a RuntimeError naming the argument; a dtype normkit has no kernel
+  for, or a tensor whose dtype differs from the input's, is a TypeError naming it.
+"""
+import numpy as np
+import torch
+
+DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+def statistic_dtype(dtype):
+    """The dtype of saved statistics and parameter gradients: float64 for float64 data, float32 otherwise."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _rows_collapse(t):
+    """True when normkit can take `t` as it is: contiguous last axis, one positive row stride."""
+    if t.dim() == 0:
+        return True
+    if t.size(-1) > 1 and t.stride(-1) != 1:
+        return False
+    last = None
+    for i in range(t.dim() - 2, -1, -1):
+        if t.size(i) == 1:
+            continue
+        if t.stride(i) <= 0 or (last is not None and t.stride(i) != t.stride(last) * t.size(last)):
+            return False
+        last = i
+    return True
+
+
+def view(tensor, name, dtype=None):
+    """(tensor, its numpy view): `tensor` checked, detached, made contiguous only if it must be.
+
+    `dtype` given: the tensor must have it (the input's dtype). None gives (None, None).
+    """
+    if tensor is None:
+        return None, None
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"normkit.torch: {name} must be a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.device.type != "cpu":
+        raise RuntimeError(f"normkit.torch: {name} is on {tensor.device}; normkit runs on CPU tensors")
+    if tensor.dtype not in DTYPES:
+        raise TypeError(f"normkit.torch: {name} has dtype {tensor.dtype}; normkit takes float32, float64, "
+                        "float16 and bfloat16")
+    if dtype is not None and tensor.dtype != dtype:
+        raise TypeError(f"normkit.torch: {name} has dtype {tensor.dtype} but must be {dtype} (the input's dtype)")
+    t = tensor.detach()
+    if not _rows_collapse(t):
+        t = t.contiguous()
+    if t.dtype == torch.bfloat16:
+        return t, t.view(torch.int16).numpy().view(np.uint16)
+    return t, t.numpy()
+
+
+def empty(shape, dtype):
+    """(tensor, its numpy view): a new contiguous CPU tensor (torch.empty) for normkit to write."""
+    t = torch.empty(tuple(shape), dtype=dtype)
+    return t, (t.view(torch.int16).numpy().view(np.uint16) if dtype == torch.bfloat16 else t.numpy())
+
+
+def tensor_of(array):
+    """A numpy array normkit allocated, as a tensor sharing its memory (uint16 → bfloat16)."""
+    if array is None:
+        return None
+    if array.dtype == np.uint16:
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
+
+
+def scalar(value, name):
+    """A learned or fixed scalar (a one-element tensor, or a number) as a Python float."""
+    if isinstance(value, torch.Tensor):
+        if value.device.type != "cpu":
+            raise RuntimeError(f"normkit.torch: {name} is on {value.device}; normkit runs on CPU tensors")
+        if value.numel() != 1 or not value.is_floating_point():
+            raise TypeError(f"normkit.torch: {name} must be a floating one-element tensor, got "
+                            f"{value.dtype} of shape {tuple(value.shape)}")
+        return float(value.detach())
+    return float(value)
+
+
+def like(gradient, parameter):
+    """A gradient from normkit (a tensor, or a float for a scalar) in the parameter's dtype and shape.
+
+    None when the parameter is absent or not a tensor (a fixed number).
+    """
+    if gradient is None or not isinstance(parameter, torch.Tensor):
+        return None
+    if isinstance(gradient, torch.Tensor):
+        return gradient.to(parameter.dtype).view(parameter.shape)
+    return torch.full_like(parameter.detach(), gradient, memory_format=torch.contiguous_format)
