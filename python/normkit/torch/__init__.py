@@ -20,6 +20,9 @@ from .functional import (DerfFunction, DyTFunction, FusedAddRMSNormFunction, L2N
                          qk_l2_norm, qk_rms_norm, rms_norm, scale_norm, seed_norm)
 from .modules import (Derf, DyT, FusedAddRMSNorm, L2Norm, LayerNorm, PartialRMSNorm, QKL2Norm, QKRMSNorm, RMSNorm,
                       ScaleNorm, SeeDNorm)
+from .losses import (AggregateLossFunction, KLPenaltyFunction, PolicyLossFunction, ValueLossFunction,  # and .losses
+                     aggregate_loss, kl_penalty, policy_loss, value_loss)
+from .logits import LogitsStatisticsFunction, logits_statistics  # and .logits (normkit.credit's logits kernels)
 
 __all__ = ["functional", *functional.__all__, "LayerNorm", "RMSNorm", "PartialRMSNorm", "FusedAddRMSNorm", "DyT",
            "Derf", "ScaleNorm", "L2Norm", "QKL2Norm", "QKRMSNorm", "SeeDNorm"]
