@@ -1,6 +1,8 @@
 // normkit._norm: the row normalization kernels of normkit::norm over numpy arrays.
 // The Python functions (normkit/norm.py) allocate the outputs and build the options; these
 // take every array explicitly, None where the C++ argument is {}.
+#include <chrono>
+
 #include "bind.hpp"
 
 namespace normkit::python {
@@ -437,6 +439,23 @@ void bind_logits(py::module_& m) {
     });
 }
 
+// For bench/python: a binding that only converts its argument (the floor of a call's cost), and
+// the RMSNorm kernel repeated in C++ (the throughput a Python call is compared with).
+void bind_bench_hooks(py::module_& m) {
+    m.def("_noop", [](py::object x) { return matrix_of<const float>(x, "_noop", "input").rows; });
+    m.def("_rms_norm_forward_loop", [](py::object x, py::object w, py::object y, py::object rstd, int repeats) {
+        auto in = matrix_of<const float>(x, "_rms_norm_forward_loop", "input");
+        auto wv = optional_vector_of<const float>(w, "_rms_norm_forward_loop", "weight");
+        auto out = matrix_of<float>(y, "_rms_norm_forward_loop", "output");
+        auto r = optional_vector_of<float>(rstd, "_rms_norm_forward_loop", "rstd");
+        return without_gil([&] {
+            const auto start = std::chrono::steady_clock::now();
+            for (int i = 0; i < repeats; ++i) nn::rms_norm_forward(in, wv, out, r);
+            return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / repeats;
+        });
+    });
+}
+
 }  // namespace
 }  // namespace normkit::python
 
@@ -451,4 +470,5 @@ PYBIND11_MODULE(_norm, m) {
     bind_pointwise(m);
     bind_l2(m);
     bind_logits(m);
+    bind_bench_hooks(m);
 }
