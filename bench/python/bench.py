@@ -60,6 +60,8 @@ def call_overhead(torch):
         with torch.no_grad():
             rows.append(("normkit.torch.RMSNorm(8), 1×8, no_grad", median_time(lambda: module(t), number=5000)))
         rows.append(("normkit.torch.RMSNorm(8), 1×8, autograd forward", median_time(lambda: module(t), number=5000)))
+        layer = nt.LayerNorm(8)
+        rows.append(("normkit.torch.LayerNorm(8), 1×8, autograd forward", median_time(lambda: layer(t), number=5000)))
         tw = torch.ones(8)
         rows.append(("torch composed RMSNorm, 1×8 (for scale)",
                      median_time(lambda: t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * tw, number=5000)))

@@ -15,6 +15,7 @@ import math
 import torch
 from torch.autograd.function import once_differentiable
 
+from .. import _norm
 from .. import norm as _nn
 from .._options import make_options
 from ._convert import empty, like, scalar, statistic_dtype, tensor_of, view
@@ -65,7 +66,7 @@ class LayerNormFunction(torch.autograd.Function):
         y, ya = empty(x.shape, x.dtype)
         mean, ma = _statistic(x)
         rstd, ra = _statistic(x)
-        _nn.layer_norm_forward(xa, wa, ba, out=ya, mean=ma, rstd=ra, options=options)
+        _norm.layer_norm_forward(xa, wa, ba, ya, ma, ra, options)  # the binding: the outputs are already checked
         ctx.save_for_backward(x, w, b, mean, rstd)
         ctx.options = options
         return y
@@ -78,9 +79,8 @@ class LayerNormFunction(torch.autograd.Function):
         dx, dxa = _input_gradient(ctx, 0, x)
         dw, dwa = _parameter_gradient(w, x)
         db, dba = _parameter_gradient(b, x)
-        _nn.layer_norm_backward(dya, view(x, "input")[1], _vector(w, x), view(mean, "mean")[1], view(rstd, "rstd")[1],
-                                input_gradient=dxa, weight_gradient=dwa, bias_gradient=dba, bias=b is not None,
-                                options=ctx.options)
+        _norm.layer_norm_backward(dya, view(x, "input")[1], _vector(w, x), dxa, dwa, dba, view(mean, "mean")[1],
+                                  view(rstd, "rstd")[1], ctx.options)
         return dx, like(dw, w), like(db, b), None
 
 
@@ -90,7 +90,7 @@ def _rms_forward(ctx, function, input, weight, options):
     w, wa = view(weight, "weight", x.dtype)
     y, ya = empty(x.shape, x.dtype)
     rstd, ra = _statistic(x)
-    function(xa, wa, out=ya, rstd=ra, options=options)
+    function(xa, wa, ya, ra, options)  # the binding itself (normkit._norm): the outputs are already checked
     ctx.save_for_backward(x, w, rstd)
     ctx.options = options
     return y
@@ -101,8 +101,7 @@ def _rms_backward(ctx, function, output_gradient):
     dya = view(output_gradient, "output_gradient", x.dtype)[1]
     dx, dxa = _input_gradient(ctx, 0, x)
     dw, dwa = _parameter_gradient(w, x)
-    function(dya, view(x, "input")[1], _vector(w, x), view(rstd, "rstd")[1], input_gradient=dxa, weight_gradient=dwa,
-             options=ctx.options)
+    function(dya, view(x, "input")[1], _vector(w, x), dxa, dwa, view(rstd, "rstd")[1], ctx.options)
     return dx, like(dw, w), None
 
 
@@ -115,12 +114,12 @@ class RMSNormFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, input, weight, options):
-        return _rms_forward(ctx, _nn.rms_norm_forward, input, weight, options)
+        return _rms_forward(ctx, _norm.rms_norm_forward, input, weight, options)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, output_gradient):
-        return _rms_backward(ctx, _nn.rms_norm_backward, output_gradient)
+        return _rms_backward(ctx, _norm.rms_norm_backward, output_gradient)
 
 
 class PartialRMSNormFunction(torch.autograd.Function):
@@ -132,12 +131,12 @@ class PartialRMSNormFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, input, weight, options):
-        return _rms_forward(ctx, _nn.partial_rms_norm_forward, input, weight, options)
+        return _rms_forward(ctx, _norm.partial_rms_norm_forward, input, weight, options)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, output_gradient):
-        return _rms_backward(ctx, _nn.partial_rms_norm_backward, output_gradient)
+        return _rms_backward(ctx, _norm.partial_rms_norm_backward, output_gradient)
 
 
 class FusedAddRMSNormFunction(torch.autograd.Function):

@@ -38,6 +38,22 @@ def _check_width(module, input):
                          f"expected input with shape [*, {n}], but got input of size {list(input.shape)}")
 
 
+_OPTIONS = {}
+
+
+def _options_of(module, cls, fields):
+    """The options object of a module's fields, made once per distinct value (a forward's cost
+    would otherwise be mostly make_options). Kept here, not on the module: pybind11 objects do
+    not deepcopy, and a model is deep-copied (reference policies, EMA)."""
+    key = (cls, tuple(fields.items()))
+    options = _OPTIONS.get(key)
+    if options is None:
+        if len(_OPTIONS) > 256:
+            _OPTIONS.clear()
+        options = _OPTIONS[key] = make_options(cls, f"normkit.torch.{type(module).__name__}", None, fields)
+    return options
+
+
 def _threads(module):
     return "" if module.threads == 1 else f", threads={module.threads}"
 
@@ -78,7 +94,8 @@ class LayerNorm(nn.Module):
 
     def forward(self, input):
         _check_width(self, input)
-        return F.layer_norm(input, self.weight, self.bias, eps=self.eps, threads=self.threads)
+        options = _options_of(self, _nn.layer_norm_options, {"eps": self.eps, "threads": self.threads})
+        return F.LayerNormFunction.apply(input, self.weight, self.bias, options)
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
@@ -116,7 +133,7 @@ class RMSNorm(nn.Module):
 
     def forward(self, input):
         _check_width(self, input)
-        return F.rms_norm(input, self.weight, **self._options())
+        return F.RMSNormFunction.apply(input, self.weight, _options_of(self, _nn.rms_norm_options, self._options()))
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "

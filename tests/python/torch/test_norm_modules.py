@@ -307,21 +307,34 @@ def test_float16_runs_in_place():
 
 # ------------------------------------------------------------------ zero copy
 
+# RMSNorm's and LayerNorm's Functions call the binding (normkit._norm) with every array positional:
+# its positions as the keys and positions of the normkit.norm function the other Functions call.
+_RMS = {0: 0, 1: 1, 2: "out", 3: "rstd"}
+_RMS_BACKWARD = {0: 0, 1: 1, 2: 2, 3: "input_gradient", 4: "weight_gradient", 5: 3}
+_BINDING = {"rms_norm_forward": _RMS, "partial_rms_norm_forward": _RMS, "rms_norm_backward": _RMS_BACKWARD,
+            "partial_rms_norm_backward": _RMS_BACKWARD,
+            "layer_norm_forward": {0: 0, 1: 1, 2: 2, 3: "out", 4: "mean", 5: "rstd"},
+            "layer_norm_backward": {0: 0, 1: 1, 2: 2, 3: "input_gradient", 4: "weight_gradient", 5: "bias_gradient",
+                                    6: 3, 7: 4}}
+
+
 def _recording(monkeypatch, name, *keys):
-    """Replaces normkit.norm.<name> by a wrapper recording the data pointers of the arrays it gets."""
+    """Replaces the function normkit.torch calls for normkit.norm.<name> by a wrapper recording the
+    data pointers of the arrays it gets, keyed as normkit.norm.<name>'s arguments."""
     seen = {}
-    original = getattr(norm, name)
+    module = normkit._norm if name in _BINDING else norm
+    original = getattr(module, name)
 
     def wrapper(*args, **kwargs):
         for i, a in enumerate(args):
             if isinstance(a, np.ndarray):
-                seen[i] = a.__array_interface__["data"][0]
+                seen[_BINDING[name][i] if name in _BINDING else i] = a.__array_interface__["data"][0]
         for k in keys:
             if isinstance(kwargs.get(k), np.ndarray):
                 seen[k] = kwargs[k].__array_interface__["data"][0]
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(norm, name, wrapper)
+    monkeypatch.setattr(module, name, wrapper)
     return seen
 
 
