@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
     benchmark::AddCustomContext(
         "tuning", std::string(isa_row[static_cast<int>(tuning::target)]) + " row, " +
                       vendor[static_cast<int>(tuning::host_vendor())] +
-                      " host (DyT / Derf stream: " + (tuning::host().stream_pointwise ? "yes" : "no") + ")");
+                      " host (DyT / Derf stream: " + (tuning::host().stream_pointwise ? "yes" : "no") +
+                      ", short LayerNorm rows paired: " + (tuning::host().pair_short_rows ? "yes" : "no") + ")");
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

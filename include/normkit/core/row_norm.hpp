@@ -10,6 +10,7 @@
 // are here, once.
 //
 // A method is an object with (C = compute_t<T>, W = sum_t<T>: sums are taken in W, core/types.hpp):
+//   static constexpr bool pairable;                        whether rows may be taken two at a time
 //   static constexpr std::size_t pair_sums;                K, the sums of two rows
 //   using lane = ...;                                      the accumulator lanes (W, or C for blocked sums)
 //   affine row(index_type row, const T* in) const;         one row's statistics and affine (in the cache)
@@ -30,6 +31,7 @@
 #include "error.hpp"
 #include "parallel.hpp"
 #include "stream.hpp"
+#include "tuning.hpp"
 #include "view.hpp"
 
 #include <algorithm>
@@ -158,7 +160,31 @@ void normalize_rows(matrix_view<const T> x, matrix_view<T> y, index_type begin, 
     const Method method = formula;  // this thread's copy (see above)
     if constexpr (!streaming) {
         const index_type n = x.cols;
-        for (index_type row = begin; row < end; ++row) {
+        index_type row = begin;
+        // Short rows two at a time where the host gains (core/tuning.hpp, pair_short_rows): a short
+        // row's time is the latency of its statistic (a horizontal sum, then double divides and a
+        // square root), which one row at a time leaves unoverlapped; two rows' chains run side by
+        // side. The bits are the one-row loop's (see above).
+        if constexpr (Method::pairable) {
+            if (n <= tuning::chosen.pair_rows_up_to && tuning::host().pair_short_rows) {
+                using C = compute_t<T>;
+                for (; row + 1 < end; row += 2) {
+                    const T* in = x.row(row);
+                    const T* other_in = x.row(row + 1);
+                    const auto sums = accumulate_batches<Method::pair_sums, C, sum_t<T>, typename Method::lane>(
+                        n, method.pair_step(in, other_in));
+                    const auto affines = method.pair(row, row + 1, in, other_in, sums);
+                    write_row(y.row(row), n, false, [&method, in, affine = affines[0]](index_type i, index_type count) {
+                        return method(in, affine, i, count);
+                    });
+                    write_row(y.row(row + 1), n, false,
+                              [&method, other_in, affine = affines[1]](index_type i, index_type count) {
+                                  return method(other_in, affine, i, count);
+                              });
+                }
+            }
+        }
+        for (; row < end; ++row) {
             const T* in = x.row(row);
             const auto affine = method.row(row, in);
             // The method by reference to this thread's copy: copied into each row's closure, it

@@ -14,6 +14,8 @@
 //   reciprocal_estimate     the rational tanh / erf divide by a 14-bit      yes          no        no
 //                           reciprocal and a Newton step instead of the
 //                           one divider (AVX-512's rcp14 only)
+//   pair_rows_up_to         the longest row host().pair_short_rows takes    256          256       256
+//                           two at a time in the cache
 //
 // Chosen at run time from the CPU's vendor and family (cpuid), where two hosts of one instruction
 // set disagree:
@@ -23,6 +25,11 @@
 //                           (their arithmetic, not the write bandwidth
 //                           streaming saves, bounds them on the Intel host
 //                           and on Zen 5; on Zen 4 streaming still gains)
+//   pair_short_rows         LayerNorm's forward takes in-cache rows of      no      Zen 4 only     no         no
+//                           at most pair_rows_up_to elements two at a
+//                           time (core::normalize_rows): a short row's
+//                           time is its statistic's latency chain, and
+//                           two chains overlap; measured on Zen 4 only
 //
 // Zen 5 is cpuid family 26 (0x1A); Zen 4 is 25.
 //
@@ -58,12 +65,13 @@ struct choices {
     std::size_t prefetch_bytes;
     std::size_t stream_above_bytes;
     bool reciprocal_estimate;
+    std::ptrdiff_t pair_rows_up_to;
 };
 
 inline constexpr choices table[] = {
-    /* avx512 */ {2048, std::size_t(32) << 20, true},
-    /* avx2   */ {2048, std::size_t(32) << 20, false},
-    /* sse2   */ {2048, std::size_t(32) << 20, false},
+    /* avx512 */ {2048, std::size_t(32) << 20, true, 256},
+    /* avx2   */ {2048, std::size_t(32) << 20, false, 256},
+    /* sse2   */ {2048, std::size_t(32) << 20, false, 256},
 };
 
 inline constexpr choices chosen = table[static_cast<int>(target)];
@@ -106,11 +114,13 @@ inline unsigned host_family() {
 
 struct host_choices {
     bool stream_pointwise;
+    bool pair_short_rows;
 };
 
 inline host_choices host() {
     const vendor v = host_vendor();
-    return {v != vendor::intel && !(v == vendor::amd && host_family() >= 26)};
+    const bool zen4 = v == vendor::amd && host_family() == 25;
+    return {v != vendor::intel && !(v == vendor::amd && host_family() >= 26), zen4};
 }
 
 }  // namespace normkit::core::tuning

@@ -24,6 +24,7 @@ struct layer_norm_method {
     struct affine {
         C center, shift, scale;
     };
+    static constexpr bool pairable = true;
     static constexpr std::size_t pair_sums = 4;
     using lane = core::sum_t<T>;  // d = x − c formed in W (core/reduce.hpp)
 

@@ -47,6 +47,7 @@ struct rms_norm_method : partial_fields<partial> {
     using W = core::sum_t<T>;
     using affine = core::batch<C>;
     using lane = core::squares_lane_t<T>;
+    static constexpr bool pairable = false;  // slower paired on Zen 4 (core/tuning.hpp, pair_short_rows)
     static constexpr std::size_t pair_sums = 2;
 
     const T* weight;
