@@ -1,5 +1,8 @@
 """Allocation of outputs and the checks of outputs passed in (out=)."""
 import math
+import operator
+import sys
+import types
 
 import numpy as np
 
@@ -43,3 +46,38 @@ def data(function, name, value, floats_only=False):
         names = "float32 or float64" if floats_only else "float32, float64, float16 or uint16 (bfloat16 bits)"
         raise TypeError(f"{function}: {name} has dtype {value.dtype}; expected {names}")
     return value
+
+
+def grouping_of(function, grouping):
+    """A grouping argument: an int G (contiguous groups of G) or an int64 / int32 array of ids."""
+    if isinstance(grouping, np.ndarray):
+        return grouping
+    try:
+        return operator.index(grouping)  # numpy integers too
+    except TypeError:
+        raise TypeError(f"{function}: grouping must be an int (contiguous groups of that size) or an int64 / int32 "
+                        f"array of ids, got {type(grouping).__name__}") from None
+
+
+def like(function, name, given, x, dtype=None, out_name="out"):
+    """The output `given` checked against the shape and dtype (or `dtype`) of the input x, or a new one."""
+    require_array(function, name, x)
+    return output(function, out_name, given, x.shape, x.dtype if dtype is None else dtype)
+
+
+def optional_output(function, name, given, shape, dtype):
+    """An output that may be skipped: False or None gives None, True a new array, an array is checked."""
+    if given is False or given is None:
+        return None
+    return output(function, name, None if given is True else given, shape, dtype)
+
+
+def presets_module(name, binding):
+    """normkit.<module>.presets: the binding's presets as a module, registered in sys.modules so that
+    `from normkit.<module>.presets import …` works as well."""
+    module = types.ModuleType(name + ".presets", binding.__doc__)
+    for attribute in dir(binding):
+        if not attribute.startswith("_"):
+            setattr(module, attribute, getattr(binding, attribute))
+    sys.modules[module.__name__] = module
+    return module

@@ -14,14 +14,11 @@ them (valid, token_mask, keep) are uint8; the masks of token data (masked_whiten
 remax, gepo) have the data's dtype; lengths and prompt ids are int64. Any `threads` gives the
 same bits.
 """
-import operator
-import sys
-import types
-
 import numpy as np
 
 from . import _advantage
-from ._arrays import output, require_array, rows_of
+from ._arrays import (grouping_of as _grouping, like as _like, optional_output as _optional, presets_module,
+                      output, require_array, rows_of)
 from ._options import install_repr, make_options
 
 install_repr(_advantage)
@@ -74,11 +71,7 @@ def _member(function, name, enum, value):
 # normkit.advantage.presets: the C++ presets, with trl and openrlhf also taking their enum's member
 # names ("batch", "rloo"), as the frameworks' configs spell them. Registered in sys.modules so that
 # `from normkit.advantage.presets import trl` works as well.
-presets = types.ModuleType(__name__ + ".presets", _advantage.presets.__doc__)
-for _name in dir(_advantage.presets):
-    if not _name.startswith("_"):
-        setattr(presets, _name, getattr(_advantage.presets, _name))
-sys.modules[presets.__name__] = presets
+presets = presets_module(__name__, _advantage.presets)
 
 
 def _trl(scale_rewards="group"):
@@ -99,27 +92,7 @@ for _preset in (_trl, _openrlhf):
     setattr(presets, _preset.__name__, _preset)
 
 
-def _grouping(function, grouping):
-    if isinstance(grouping, np.ndarray):
-        return grouping
-    try:
-        return operator.index(grouping)  # numpy integers too
-    except TypeError:
-        raise TypeError(f"{function}: grouping must be an int (contiguous groups of that size) or an int64 / int32 "
-                        f"array of ids, got {type(grouping).__name__}") from None
 
-
-def _like(function, name, given, x, dtype=None, out_name="out"):
-    """The output `given` checked against the shape and dtype (or `dtype`) of the input x, or a new one."""
-    require_array(function, name, x)
-    return output(function, out_name, given, x.shape, x.dtype if dtype is None else dtype)
-
-
-def _optional(function, name, given, shape, dtype):
-    """An output that may be skipped: False gives None, True a new array, an array is checked."""
-    if given is False or given is None:
-        return None
-    return output(function, name, None if given is True else given, shape, dtype)
 
 
 def _group_count(function, grouping, n):

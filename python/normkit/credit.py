@@ -19,14 +19,11 @@ is refused, not copied). `grouping` is an int G (contiguous groups of G rows) or
 array of ids. A matrix needs contiguous rows and takes any row stride (x[::2] passes as it is); a
 vector must be contiguous. Any `threads` gives the same bits.
 """
-import operator
-import sys
-import types
-
 import numpy as np
 
 from . import _credit
-from ._arrays import output, require_array, rows_of, statistic_dtype
+from ._arrays import (grouping_of as _grouping, like as _like, optional_output as _optional, presets_module,
+                      require_array, rows_of, statistic_dtype)
 from ._options import install_repr, make_options
 
 install_repr(_credit)
@@ -55,36 +52,11 @@ turns_to_tokens_options = _credit.turns_to_tokens_options
 span = _credit.span
 smoothstep_ramp = _credit.smoothstep_ramp
 
-# normkit.credit.presets: the C++ presets; registered in sys.modules so that
-# `from normkit.credit.presets import hapo_paper` works as well.
-presets = types.ModuleType(__name__ + ".presets", _credit.presets.__doc__)
-for _name in dir(_credit.presets):
-    if not _name.startswith("_"):
-        setattr(presets, _name, getattr(_credit.presets, _name))
-sys.modules[presets.__name__] = presets
+# normkit.credit.presets: the C++ presets (`from normkit.credit.presets import hapo_paper` works too).
+presets = presets_module(__name__, _credit.presets)
 
 
-def _grouping(function, grouping):
-    if isinstance(grouping, np.ndarray):
-        return grouping
-    try:
-        return operator.index(grouping)  # numpy integers too
-    except TypeError:
-        raise TypeError(f"{function}: grouping must be an int (contiguous groups of that size) or an int64 / int32 "
-                        f"array of ids, got {type(grouping).__name__}") from None
 
-
-def _like(function, name, given, x, dtype=None, out_name="out"):
-    """The output `given` checked against the shape and dtype (or `dtype`) of the input x, or a new one."""
-    require_array(function, name, x)
-    return output(function, out_name, given, x.shape, x.dtype if dtype is None else dtype)
-
-
-def _optional(function, name, given, shape, dtype):
-    """An output that may be skipped: False or None gives None, True a new array, an array is checked."""
-    if given is False or given is None:
-        return None
-    return output(function, name, None if given is True else given, shape, dtype)
 
 
 def _float_dtype(function, name, x):

@@ -23,13 +23,9 @@ of its fields (`surrogate={"mode": "gspo_token"}`); the options passed are copie
 aggregate_loss, kl_penalty and policy_surrogate_* also take the nested part itself
 (aggregation_options, kl_options, surrogate_options, e.g. a policy_loss_options' `.surrogate`).
 """
-import types
-
-import numpy as np
-
 from . import _loss
 from . import _options
-from ._arrays import data, output, rows_of
+from ._arrays import data, output, presets_module, rows_of
 from ._options import install_repr, make_options
 
 install_repr(_loss)
@@ -307,12 +303,9 @@ def _verl_rollout_rs(level="token", statistic="k1", upper=2.0, lower=None):
 
 
 # The C++ presets, with string names for the enum arguments (the wrappers above).
-presets = types.ModuleType("normkit.loss.presets", _loss.presets.__doc__)
-for _name in dir(_loss.presets):
-    if not _name.startswith("_"):
-        setattr(presets, _name, getattr(_loss.presets, _name))
+presets = presets_module(__name__, _loss.presets)
 for _wrapper in (_trl, _openrlhf_kl, _trl_vllm_is, _openrlhf_vllm_is, _verl_rollout_rs):
     _wrapper.__name__ = _wrapper.__qualname__ = _wrapper.__name__[1:]
     _wrapper.__module__ = presets.__name__
     setattr(presets, _wrapper.__name__, _wrapper)
-del _name, _wrapper, _result
+del _wrapper, _result
