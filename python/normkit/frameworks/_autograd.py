@@ -1,9 +1,11 @@
-"""Tensors in and out of normkit for the drop-ins, and the autograd Function that carries normkit's gradients.
+"""Tensors in and out of normkit for the drop-ins, and the autograd Function for the KL estimators.
 
-normkit computes a loss and its exact gradient in one pass (normkit.loss.policy_loss,
-aggregate_loss, kl_penalty); `attach` returns the value as a tensor whose backward multiplies the
-upstream gradient by the gradients normkit returned (a vector-Jacobian product of first order:
-the drop-ins' losses are differentiable once, which is what a trainer's backward needs).
+The scalar losses (policy, value, aggregation) go through normkit.torch.losses (autograd Functions over
+normkit.loss); `constant` / `differentiable` bring a framework's tensors to the dtype those Functions take.
+The KL estimators (verl.kl_penalty, openrlhf.compute_approx_kl) are differentiable in both log-probs,
+which normkit.torch.losses.kl_penalty is not (it differentiates log_probs only): `attach` returns
+normkit.loss.kl_penalty's value as a tensor whose backward multiplies the upstream gradient by the
+gradients normkit returned for each input (first order, which is what a trainer's backward needs).
 """
 import numpy as np
 import torch
@@ -20,6 +22,21 @@ def as_array(tensor, name, dtype):
     if tensor.dtype != dtype:
         tensor = tensor.detach().to(dtype)
     return _convert.view(tensor, name, dtype)[1]
+
+
+def constant(tensor, dtype):
+    """A framework tensor (any dtype: a bool / int mask too) detached in `dtype`, for normkit.torch.losses' constant
+    inputs (which must share the differentiated input's dtype); None stays None."""
+    if tensor is None:
+        return None
+    if not isinstance(tensor, torch.Tensor):
+        tensor = torch.as_tensor(tensor)
+    return tensor.detach().to(dtype)
+
+
+def differentiable(tensor, dtype):
+    """The differentiated input in normkit's dtype (the tensor itself when it has it, so its graph is kept)."""
+    return tensor if tensor.dtype == dtype else tensor.to(dtype)
 
 
 def storage_dtype(tensor):
@@ -76,8 +93,3 @@ def attach(value, inputs, gradients):
     xs = [x for x, _ in pairs]
     gs = [g.to(x.dtype).reshape(x.shape) for x, g in pairs]
     return _Attach.apply(value, len(xs), *xs, *gs)
-
-
-def scalar(value, like):
-    """A Python float as a 0-dim tensor of like's dtype."""
-    return torch.tensor(value, dtype=like.dtype)

@@ -2,21 +2,28 @@
 
 Reproduces OpenRLHF/OpenRLHF @ 3c3be6234e0cb353e76bb8019947db9dfe99fca7 (2026-08-13):
 openrlhf/trainer/ppo_utils/experience_maker.py (RemoteExperienceMaker.compute_advantages_and_returns:
-the group baselines of group_norm, rloo, reinforce_baseline, dr_grpo; the global whitening),
+the group baselines of group_norm, rloo, reinforce_baseline, dr_grpo; the global whitening;
+get_advantages_and_returns, get_cumulative_returns),
 openrlhf/models/utils.py (compute_approx_kl, compute_reward's reward clip) and
-openrlhf/models/loss.py (PolicyLoss, ppo). The arithmetic is normkit's (presets.openrlhf*,
-loss.presets.openrlhf_ppo / openrlhf_kl / openrlhf_vllm_is); losses carry autograd to log_probs.
+openrlhf/models/loss.py (PolicyLoss, ppo and gspo). The arithmetic is normkit's (presets.openrlhf*,
+credit.presets.openrlhf_gae / openrlhf_returns, loss.presets.openrlhf_ppo / openrlhf_kl / openrlhf_vllm_is);
+losses carry autograd to log_probs.
 """
+import math
+
 import numpy as np
 import torch
 
 from .. import advantage as _advantage
+from .. import credit as _credit
 from .. import loss as _loss
-from ._autograd import as_array, attach, storage_dtype
+from ..torch import losses as _losses
+from ._autograd import as_array, attach, constant, differentiable, storage_dtype
 
 COMMIT = "3c3be6234e0cb353e76bb8019947db9dfe99fca7"
 
-__all__ = ["compute_group_advantages", "whiten_advantages", "compute_approx_kl", "PolicyLoss"]
+__all__ = ["compute_group_advantages", "whiten_advantages", "get_advantages_and_returns", "get_cumulative_returns",
+           "compute_approx_kl", "PolicyLoss"]
 
 ESTIMATORS = ("group_norm", "rloo", "reinforce_baseline", "dr_grpo")
 
@@ -58,6 +65,41 @@ def whiten_advantages(advantages, action_mask, no_std_norm=False):
     return torch.from_numpy(out).to(x.dtype)
 
 
+def _credit_arrays(function, tensors):
+    """Detached float32 / float64 numpy views of a credit estimator's inputs (the first one's dtype)."""
+    first = tensors[0].detach()
+    dtype = first.dtype if first.dtype in (torch.float32, torch.float64) else torch.float32
+    return first.dtype, [np.ascontiguousarray(t.detach().to(dtype).numpy()) for t in tensors]
+
+
+def get_advantages_and_returns(values, rewards, action_mask, gamma, lambd):
+    """OpenRLHF's GAE (RemoteExperienceMaker.get_advantages_and_returns): r and V masked by action_mask, then
+    δ_t = r_t + γ·V_{t+1} − V_t, A_t = δ_t + γλ·A_{t+1} over every position (masked ones discounted through),
+    returns = A + V (the masked V).
+
+    values, rewards, action_mask (B, T). normkit: credit.generalized_advantage_estimation with
+    credit.presets.openrlhf_gae(gamma, lambd). OpenRLHF @ 3c3be6234e0c. Returns (advantages, returns) in the
+    rewards' dtype, without a graph (OpenRLHF detaches the advantages; its returns carry no graph either, as the
+    values come from the critic's no_grad forward).
+    """
+    dtype, (r, v, m) = _credit_arrays("get_advantages_and_returns", [rewards, values, action_mask])
+    advantages, returns = _credit.generalized_advantage_estimation(
+        r, v, m, options=_credit.presets.openrlhf_gae(float(gamma), float(lambd)))
+    return torch.from_numpy(advantages).to(dtype), torch.from_numpy(returns).to(dtype)
+
+
+def get_cumulative_returns(rewards, action_mask, gamma):
+    """OpenRLHF's REINFORCE returns (RemoteExperienceMaker.get_cumulative_returns): G_t = m_t·r_t + γ·G_{t+1} over
+    every position (masked ones discounted through).
+
+    normkit: credit.discounted_returns with credit.presets.openrlhf_returns(gamma). OpenRLHF @ 3c3be6234e0c.
+    Returns the returns (B, T) in the rewards' dtype.
+    """
+    dtype, (r, m) = _credit_arrays("get_cumulative_returns", [rewards, action_mask])
+    returns = _credit.discounted_returns(r, m, options=_credit.presets.openrlhf_returns(float(gamma)))
+    return torch.from_numpy(returns).to(dtype)
+
+
 def compute_approx_kl(log_probs, log_probs_base, kl_estimator="k1"):
     """OpenRLHF's compute_approx_kl: d = log_probs − log_probs_base; k1 d, k2 d²/2, k3 exp(−d) − 1 + d; clamped to ±10.
 
@@ -74,27 +116,32 @@ def compute_approx_kl(log_probs, log_probs_base, kl_estimator="k1"):
 
 
 class PolicyLoss(torch.nn.Module):
-    """OpenRLHF's PolicyLoss (policy_loss_type 'ppo'): r = exp(clamp(logπ − logπ_old, ±20)),
-    ℓ = −min(r·A, clip(r, 1 − clip_eps_low, 1 + clip_eps_high)·A), dual_clip c > 1: −max(·, c·A) for A < 0;
-    the vLLM IS correction (tis / icepop / seq-mask-tis, vllm_is_truncated_threshold [low, high]) against
-    rollout_log_probs; aggregate_loss: token_level_loss Σℓm / N·dp (N = batch_num_tokens or Σm), else
-    Σ_i(Σ_t ℓm/|o_i|) / B·dp (B = global_batch_size or the non-empty rows).
+    """OpenRLHF's PolicyLoss. policy_loss_type 'ppo': r = exp(clamp(logπ − logπ_old, ±20)); 'gspo' (GSPO): the
+    sequence ratio r_i = exp(Σ_t m·(logπ − logπ_old) / max(1, |o_i|)) (unclamped, differentiable in every token;
+    against rollout_log_probs instead of old_log_probs when enable_vllm_is_correction), with token_level_loss
+    forced False as OpenRLHF (normkit takes a GSPO dual_clip ≥ 1 + clip_eps_high only: a ValueError below it).
+    ℓ = −min(r·A, clip(r, 1 − clip_eps_low, 1 + clip_eps_high)·A), dual_clip c > 1:
+    −max(·, c·A) for A < 0; for 'ppo' the vLLM IS correction (tis / icepop / seq-mask-tis,
+    vllm_is_truncated_threshold [low, high]) against rollout_log_probs; aggregate_loss: token_level_loss
+    Σℓm / N·dp (N = batch_num_tokens or Σm), else Σ_i(Σ_t ℓm/|o_i|) / B·dp (B = global_batch_size or the
+    non-empty rows).
 
     forward(log_probs, old_log_probs, advantages, action_mask=None, rollout_log_probs=None, dp_size=1,
     batch_num_tokens=None, global_batch_size=None) → (loss, clip_ratio, ppo_kl, vllm_kl): 0-dim tensors
-    (vllm_kl None without the correction), loss differentiable in log_probs; ppo_kl is the masked mean of the
-    raw log-ratio old − new. normkit: policy_loss with loss.presets.openrlhf_ppo() and
-    rollout_correction_weights with loss.presets.openrlhf_vllm_is(). OpenRLHF @ 3c3be6234e0c.
-    policy_loss_type 'gspo' is not provided (ValueError).
+    (vllm_kl None without the 'ppo' correction), loss differentiable in log_probs; ppo_kl is the masked mean of the
+    raw log-ratio old − new. normkit: normkit.torch.losses.policy_loss with loss.presets.openrlhf_ppo() (surrogate
+    gspo_sequence for 'gspo') and rollout_correction_weights with loss.presets.openrlhf_vllm_is().
+    OpenRLHF @ 3c3be6234e0c.
     """
 
     def __init__(self, clip_eps_low=0.2, clip_eps_high=0.2, dual_clip=None, token_level_loss=True,
                  policy_loss_type="ppo", enable_vllm_is_correction=False, vllm_is_truncated_threshold=None,
                  vllm_is_correction_type="tis"):
         super().__init__()
-        if policy_loss_type != "ppo":
-            raise ValueError(f"normkit.frameworks.openrlhf.PolicyLoss: policy_loss_type {policy_loss_type!r} is not "
-                             "provided (only 'ppo')")
+        if policy_loss_type not in ("ppo", "gspo"):
+            raise ValueError(f"Invalid policy loss type: {policy_loss_type}")
+        if policy_loss_type == "gspo":
+            token_level_loss = False  # OpenRLHF: GSPO requires sequence-level loss (per-sample mean)
         if dual_clip is not None:
             assert dual_clip > 1.0, f"dual_clip must be > 1.0, got {dual_clip}"
         if vllm_is_correction_type not in {"tis", "icepop", "seq-mask-tis"}:
@@ -114,9 +161,13 @@ class PolicyLoss(torch.nn.Module):
         dtype = storage_dtype(log_probs)
         if action_mask is None:
             action_mask = torch.ones_like(log_probs.detach())
+        gspo = self.policy_loss_type == "gspo"
         o = _loss.presets.openrlhf_ppo()
         o.surrogate.epsilon_low = float(self.clip_eps_low)
         o.surrogate.epsilon_high = float(self.clip_eps_high)
+        if gspo:
+            o.surrogate.mode = _loss.surrogate_mode.gspo_sequence
+            o.surrogate.log_ratio_clamp = math.inf
         if self.dual_clip is not None:
             o.surrogate.dual_clip = float(self.dual_clip)
         a = o.aggregation
@@ -132,22 +183,26 @@ class PolicyLoss(torch.nn.Module):
                 a.data_parallel_size = 1
             else:
                 a.global_sequence_count = float(global_batch_size)
-        x = as_array(log_probs, "log_probs", dtype)
-        old = as_array(old_log_probs, "old_log_probs", dtype)
-        mask = as_array(action_mask, "action_mask", dtype)
-        weights, vllm_kl = None, None
-        if self.enable_vllm_is_correction:
+        old = constant(old_log_probs, dtype)
+        mask = constant(action_mask, dtype)
+        weights, vllm_kl, reference = None, None, old
+        if self.enable_vllm_is_correction and gspo:
+            reference = constant(rollout_log_probs, dtype)  # OpenRLHF's GSPO ratio is against the rollout
+        elif self.enable_vllm_is_correction:
             low, high = self.vllm_is_truncated_threshold
-            rollout = as_array(rollout_log_probs, "rollout_log_probs", dtype)
-            _, weights = _loss.rollout_correction_weights(
-                old, rollout, mask, options=_loss.presets.openrlhf_vllm_is(self.vllm_is_correction_type.replace(
-                    "-", "_"), float(low), float(high)))
-            m = action_mask.detach().to(dtype)
-            vllm_kl = ((rollout_log_probs.detach().to(dtype) - old_log_probs.detach().to(dtype)) * m).sum() / m.sum()
-        result, gradient, _ = _loss.policy_loss(x, old, as_array(advantages, "advantages", dtype), mask, None, None,
-                                                weights, None, log_probs_gradient=True, options=o)
-        from ..torch._convert import tensor_of
-        loss = attach(torch.tensor(result.loss, dtype=dtype), [log_probs], [tensor_of(gradient)])
+            rollout = constant(rollout_log_probs, dtype)
+            _, w = _loss.rollout_correction_weights(
+                as_array(old, "old_log_probs", dtype), as_array(rollout, "rollout_log_probs", dtype),
+                as_array(mask, "action_mask", dtype), options=_loss.presets.openrlhf_vllm_is(
+                    self.vllm_is_correction_type.replace("-", "_"), float(low), float(high)))
+            from ..torch._convert import tensor_of
+            weights = tensor_of(w)
+            vllm_kl = ((rollout - old) * mask).sum() / mask.sum()
+        loss, result = _losses.policy_loss(differentiable(log_probs, dtype), reference, constant(advantages, dtype),
+                                           mask, None, None, weights, None, options=o)
         metrics = result.metrics
-        return (loss, torch.tensor(metrics.clip_fraction, dtype=dtype), torch.tensor(metrics.approx_kl, dtype=dtype),
-                vllm_kl)
+        if reference is old:
+            ppo_kl = torch.tensor(metrics.approx_kl, dtype=dtype)
+        else:
+            ppo_kl = ((old - log_probs.detach().to(dtype)) * mask).sum() / mask.sum()
+        return loss, torch.tensor(metrics.clip_fraction, dtype=dtype), ppo_kl, vllm_kl

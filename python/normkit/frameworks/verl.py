@@ -2,15 +2,16 @@
 
 Reproduces verl-project/verl @ 1dda039b9c6311889a9c9a26040677e1254814f9 (2026-08-22):
 verl/trainer/ppo/core_algos.py (compute_*_outcome_advantage, agg_loss, compute_policy_loss_vanilla,
-compute_policy_loss, kl_penalty) and verl/utils/torch_functional.py (masked_whiten). Every function
+compute_policy_loss, the registered policy losses reinforce, dppo_tv, dppo_kl, kl_cov and clip_cov,
+compute_value_loss, kl_penalty) and verl/utils/torch_functional.py (masked_whiten). Every function
 takes and returns torch tensors as verl's does: the same argument names, defaults, shapes, dtypes and
 return tuples; the arithmetic is normkit's (normkit.advantage, normkit.loss with the verl presets).
 
 - `index` is verl's uid array (numpy, strings or integers, any order, ragged groups): it is mapped
   to int64 group ids with np.unique(index, return_inverse=True).
 - The advantage estimators run under no_grad in verl and return tensors without a graph here too.
-- The losses carry autograd to log_prob (and agg_loss to loss_mat, kl_penalty to both inputs) through
-  normkit's exact gradient (first order).
+- The losses carry autograd to log_prob (agg_loss to loss_mat, compute_value_loss to vpreds, kl_penalty to
+  both inputs) through normkit's exact gradient (first order; normkit.torch.losses).
 - Where verl divides by a count plus 1e-8 (masked_mean, seq-mean-token-mean), normkit divides by the
   count: the results differ by that relative 1e-8. A batch whose mask is entirely zero gives verl's
   0/0 = NaN for token-mean and 0 here.
@@ -23,7 +24,8 @@ import torch
 
 from .. import advantage as _advantage
 from .. import loss as _loss
-from ._autograd import as_array, attach, group_ids, option, scalar, storage_dtype
+from ..torch import losses as _losses
+from ._autograd import as_array, attach, constant, differentiable, group_ids, option, storage_dtype
 
 COMMIT = "1dda039b9c6311889a9c9a26040677e1254814f9"
 
@@ -32,7 +34,9 @@ __all__ = ["compute_grpo_outcome_advantage", "compute_grpo_vectorized_outcome_ad
            "compute_rloo_vectorized_outcome_advantage", "compute_reinforce_plus_plus_baseline_outcome_advantage",
            "compute_opo_outcome_advantage", "compute_gpg_outcome_advantage",
            "compute_reinforce_plus_plus_outcome_advantage", "compute_remax_outcome_advantage", "agg_loss",
-           "compute_policy_loss_vanilla", "compute_policy_loss", "kl_penalty", "masked_whiten"]
+           "compute_policy_loss_vanilla", "compute_policy_loss", "compute_policy_loss_reinforce",
+           "compute_policy_loss_dppo_tv", "compute_policy_loss_dppo_kl", "compute_policy_loss_kl_cov",
+           "compute_policy_loss_clip_cov", "compute_value_loss", "kl_penalty", "masked_whiten"]
 
 
 # ---------------------------------------------------------------------------------------------- advantages
@@ -210,25 +214,18 @@ def agg_loss(loss_mat, loss_mask, loss_agg_mode, dp_size=1, batch_num_tokens=Non
     (default: the padded width). N, B default to this call's valid tokens / non-empty rows. normkit:
     loss.aggregate_loss. Differentiable in loss_mat. verl @ 1dda039b9c63. Returns a 0-dim tensor."""
     dtype = storage_dtype(loss_mat)
-    x = as_array(loss_mat, "loss_mat", dtype)
-    m = as_array(loss_mask, "loss_mask", dtype)
     options = _aggregation(loss_agg_mode, dp_size, batch_num_tokens, global_batch_size, loss_scale_factor)
-    result, weights = _loss.aggregate_loss(x, m, weights=True, options=options)
-    return attach(torch.tensor(result.loss, dtype=dtype), [loss_mat], [torch.from_numpy(np.asarray(weights))])
+    loss, _ = _losses.aggregate_loss(differentiable(loss_mat, dtype), constant(loss_mask, dtype), options=options)
+    return loss
 
 
-def _policy(function, old_log_prob, log_prob, advantages, response_mask, options, is_weights=None):
-    """normkit.loss.policy_loss on verl's tensors: (loss tensor carrying autograd to log_prob, metrics)."""
+def _policy(function, old_log_prob, log_prob, advantages, response_mask, options, is_weights=None, selection=None):
+    """normkit.torch.losses.policy_loss on verl's tensors: (loss tensor carrying autograd to log_prob, metrics)."""
     dtype = storage_dtype(log_prob)
-    x = as_array(log_prob, "log_prob", dtype)
-    old = as_array(old_log_prob, "old_log_prob", dtype)
-    adv = as_array(advantages, "advantages", dtype)
-    mask = as_array(response_mask, "response_mask", dtype)
-    w = None if is_weights is None else as_array(is_weights, "rollout_is_weights", dtype)
-    result, gradient, _ = _loss.policy_loss(x, old, adv, mask, None, None, w, None, log_probs_gradient=True,
-                                            options=options)
-    from ..torch._convert import tensor_of
-    loss = attach(torch.tensor(result.loss, dtype=dtype), [log_prob], [tensor_of(gradient)])
+    loss, result = _losses.policy_loss(
+        differentiable(log_prob, dtype), constant(old_log_prob, dtype), constant(advantages, dtype),
+        constant(response_mask, dtype), None, None, constant(is_weights, dtype), constant(selection, dtype),
+        options=options)
     return loss, result.metrics
 
 
@@ -284,6 +281,156 @@ def compute_policy_loss(old_log_prob, log_prob, advantages, response_mask, clipr
     dtype = loss.dtype
     return (loss, torch.tensor(metrics.clip_fraction, dtype=dtype), torch.tensor(metrics.approx_kl, dtype=dtype),
             torch.tensor(metrics.clip_fraction_lower, dtype=dtype))
+
+
+def _clip_ranges(config):
+    """verl's clip_ratio / clip_ratio_low / clip_ratio_high of an ActorConfig (ActorConfig's 0.2 without one)."""
+    clip_ratio = option(config, "clip_ratio", 0.2)
+    return float(option(config, "clip_ratio_low", clip_ratio)), float(option(config, "clip_ratio_high", clip_ratio))
+
+
+def _global_aggregation(loss_agg_mode, config):
+    return _aggregation(loss_agg_mode, **dict(option(config, "global_batch_info", {}) or {}))
+
+
+def compute_policy_loss_reinforce(rollout_log_prob, log_prob, advantages, response_mask,
+                                  loss_agg_mode="seq-mean-token-sum", config=None, rollout_is_weights=None):
+    """verl's REINFORCE loss (bypass mode): ℓ = −A·logπ·w (w = rollout_is_weights, constant), agg_loss(loss_agg_mode,
+    **config.global_batch_info); actor/ppo_kl the masked mean of rollout_log_prob − log_prob (unclamped).
+
+    normkit: policy_loss with presets.verl_reinforce() (old log-probs = rollout_log_prob). verl @ 1dda039b9c63.
+    Returns (pg_loss, {"actor/ppo_kl"}), pg_loss differentiable in log_prob.
+    """
+    options = _loss.presets.verl_reinforce()
+    options.aggregation = _global_aggregation(loss_agg_mode, config)
+    loss, metrics = _policy("compute_policy_loss_reinforce", rollout_log_prob, log_prob, advantages, response_mask,
+                            options, rollout_is_weights)
+    return loss, {"actor/ppo_kl": float(metrics.approx_kl)}
+
+
+def _dppo(function, binary_kl, old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, config,
+          rollout_is_weights):
+    low, high = _clip_ranges(config)
+    # verl reads config.get("clip_ratio_c", 20.0); ActorConfig defines clip_ratio_c = 3.0 (the default without one)
+    c = float(option(config, "clip_ratio_c", 3.0 if config is None else 20.0))
+    options = _loss.presets.verl_dppo(binary_kl, c)
+    options.surrogate.epsilon_low, options.surrogate.epsilon_high = low, high
+    options.aggregation = _global_aggregation(loss_agg_mode, config)
+    loss, metrics = _policy(function, old_log_prob, log_prob, advantages, response_mask, options, rollout_is_weights)
+    return loss, {"actor/pg_clipfrac": float(metrics.clip_fraction), "actor/ppo_kl": float(metrics.approx_kl),
+                  "actor/pg_clipfrac_lower": float(metrics.clip_fraction_lower)}
+
+
+def compute_policy_loss_dppo_tv(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean",
+                                config=None, rollout_is_weights=None):
+    """verl's DPPO-Binary-TV: ℓ = −A·sg(min(r, c))·logπ·valid (× rollout_is_weights), valid where A > 0 and
+    p − p_old ≤ clip_ratio_high, or A ≤ 0 and p − p_old ≥ −clip_ratio_low (p = exp logπ); r = exp(clamp(Δ, ±20)).
+    c = config.get("clip_ratio_c", 20.0) (ActorConfig's 3.0 without a config). actor/pg_clipfrac the share of
+    invalid tokens, actor/pg_clipfrac_lower of valid ones with r > c.
+
+    normkit: policy_loss with presets.verl_dppo(False, c). verl @ 1dda039b9c63. Returns (pg_loss, pg_metrics).
+    """
+    return _dppo("compute_policy_loss_dppo_tv", False, old_log_prob, log_prob, advantages, response_mask,
+                 loss_agg_mode, config, rollout_is_weights)
+
+
+def compute_policy_loss_dppo_kl(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean",
+                                config=None, rollout_is_weights=None):
+    """verl's DPPO-Binary-KL: as compute_policy_loss_dppo_tv with validity by the binary KL
+    p_old·log(p_old/p) + (1 − p_old)·log((1 − p_old + 1e-8)/(1 − p + 1e-8)) ≤ clip_ratio_high (A > 0; or p ≤ p_old),
+    ≤ clip_ratio_low (A ≤ 0; or p ≥ p_old).
+
+    normkit: policy_loss with presets.verl_dppo(True, c). verl @ 1dda039b9c63. Returns (pg_loss, pg_metrics).
+    """
+    return _dppo("compute_policy_loss_dppo_kl", True, old_log_prob, log_prob, advantages, response_mask,
+                 loss_agg_mode, config, rollout_is_weights)
+
+
+def _selection(log_prob, old_log_prob, advantages, response_mask, options):
+    """normkit.loss.covariance_selection on verl's tensors: (count, the 0/1 selection as a tensor)."""
+    dtype = storage_dtype(log_prob)
+    from ..torch._convert import tensor_of
+    count, selected = _loss.covariance_selection(
+        as_array(log_prob, "log_prob", dtype), as_array(old_log_prob, "old_log_prob", dtype),
+        as_array(advantages, "advantages", dtype), as_array(response_mask, "response_mask", dtype), options=options)
+    return count, tensor_of(selected)
+
+
+def compute_policy_loss_kl_cov(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean",
+                               config=None, rollout_is_weights=None):
+    """verl's KL-Cov: ℓ = −A·r (r = exp(logπ − logπ_old), unclamped); on the top k = max(1, ⌊kl_cov_ratio·N⌋) valid
+    tokens by cov = (A − Ā)(logπ − mean logπ) ℓ = −A·r + ppo_kl_coef·|logπ − logπ_old|; × rollout_is_weights;
+    agg_loss. config.policy_loss: kl_cov_ratio (None: 2e-4), ppo_kl_coef (None: 1.0, as verl's function).
+    actor/ppo_kl is the masked mean of |logπ − logπ_old|.
+
+    normkit: covariance_selection (rule kl_cov) into policy_loss with presets.verl_kl_cov(ppo_kl_coef).
+    verl @ 1dda039b9c63. Returns (pg_loss, {"actor/ppo_kl"}).
+    """
+    policy = option(config, "policy_loss", None)
+    ratio = float(option(policy, "kl_cov_ratio", 2e-4))
+    coefficient = float(option(policy, "ppo_kl_coef", 1.0))
+    if not ratio > 0:
+        raise AssertionError("kl_cov_ratio should be larger than 0.")
+    selection = _loss.covariance_selection_options()
+    selection.rule, selection.ratio = _loss.covariance_rule.kl_cov, ratio
+    _, selected = _selection(log_prob, old_log_prob, advantages, response_mask, selection)
+    options = _loss.presets.verl_kl_cov(coefficient)
+    options.aggregation = _global_aggregation(loss_agg_mode, config)
+    loss, metrics = _policy("compute_policy_loss_kl_cov", old_log_prob, log_prob, advantages, response_mask, options,
+                            rollout_is_weights, selected)
+    m = response_mask.detach().to(loss.dtype)
+    kl = float(((log_prob.detach().to(loss.dtype) - old_log_prob.detach().to(loss.dtype)).abs() * m).sum()
+               / (m.sum() + 1e-8))
+    return loss, {"actor/ppo_kl": kl}
+
+
+def compute_policy_loss_clip_cov(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean",
+                                 config=None, rollout_is_weights=None):
+    """verl's Clip-Cov: the PPO clip max(−A·r, −A·clip(r, 1 − ε_lo, 1 + ε_hi)) (r unclamped, no dual clip), with the
+    loss of up to max(1, ⌊clip_cov_ratio·N⌋) tokens not already clipped whose cov lies in (clip_cov_lb, clip_cov_ub)
+    zeroed; × rollout_is_weights; agg_loss. config: clip_ratio(_low/_high); config.policy_loss: clip_cov_ratio
+    (2e-4), clip_cov_lb (1.0), clip_cov_ub (5.0).
+
+    verl draws the zeroed subset with torch.randperm; normkit takes a seeded subset (seed 0): the same tokens
+    whenever every candidate is taken (ratio·N ≥ the candidates), another subset of the same size otherwise.
+    actor/pg_clipfrac is the zeroed share, actor/ppo_kl the masked mean of logπ_old − logπ.
+    normkit: covariance_selection (rule clip_cov) into policy_loss with presets.verl_clip_cov().
+    verl @ 1dda039b9c63. Returns (pg_loss, pg_metrics).
+    """
+    policy = option(config, "policy_loss", None)
+    ratio = float(option(policy, "clip_cov_ratio", 2e-4))
+    if not ratio > 0:
+        raise AssertionError("clip_ratio should be larger than 0.")
+    low, high = _clip_ranges(config)
+    selection = _loss.covariance_selection_options()
+    selection.rule, selection.ratio = _loss.covariance_rule.clip_cov, ratio
+    selection.lower = float(option(policy, "clip_cov_lb", 1.0))
+    selection.upper = float(option(policy, "clip_cov_ub", 5.0))
+    selection.epsilon_low, selection.epsilon_high = low, high
+    count, selected = _selection(log_prob, old_log_prob, advantages, response_mask, selection)
+    options = _loss.presets.verl_clip_cov()
+    options.surrogate.epsilon_low, options.surrogate.epsilon_high = low, high
+    options.aggregation = _global_aggregation(loss_agg_mode, config)
+    loss, metrics = _policy("compute_policy_loss_clip_cov", old_log_prob, log_prob, advantages, response_mask, options,
+                            rollout_is_weights, selected)
+    n = float(response_mask.detach().to(torch.float64).sum())
+    return loss, {"actor/pg_clipfrac": count / (n + 1e-8), "actor/ppo_kl": float(metrics.approx_kl)}
+
+
+def compute_value_loss(vpreds, returns, values, response_mask, cliprange_value, loss_agg_mode="token-mean", dp_size=1,
+                       batch_num_tokens=None, global_batch_size=None, loss_scale_factor=None):
+    """verl's compute_value_loss: 0.5·agg_loss(max((v − R)², (clip(v, v_old ± cliprange_value) − R)²)) with agg_loss's
+    global counts, and vf_clipfrac the masked share where the clipped error is the larger.
+
+    normkit: normkit.torch.losses.value_loss with presets.verl_value(cliprange_value). verl @ 1dda039b9c63.
+    Returns (vf_loss, vf_clipfrac), 0-dim tensors of vpreds' dtype, vf_loss differentiable in vpreds.
+    """
+    dtype = storage_dtype(vpreds)
+    options = _loss.presets.verl_value(float(cliprange_value))
+    options.aggregation = _aggregation(loss_agg_mode, dp_size, batch_num_tokens, global_batch_size, loss_scale_factor)
+    loss, result = _losses.value_loss(differentiable(vpreds, dtype), constant(values, dtype), constant(returns, dtype),
+                                      constant(response_mask, dtype), options=options)
+    return loss, torch.tensor(result.clip_fraction, dtype=dtype)
 
 
 _KL = {"kl": "k1", "k1": "k1", "abs": "abs", "mse": "k2", "k2": "k2", "low_var_kl": "k3", "k3": "k3"}

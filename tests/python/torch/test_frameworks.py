@@ -276,6 +276,119 @@ def test_verl_kl_penalty(policy, name):
         verl.kl_penalty(x, ref, "full")
 
 
+VERL_MODES = ["token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean"]  # the tables' "mode" index
+
+
+def test_verl_golden_reinforce_loss():
+    cases = golden("tests/loss/golden_verl.hpp", "reinforce_loss")
+    assert len(cases) >= 5
+    for name, c in cases:
+        x = mat(c, "log_probs").requires_grad_(True)
+        mode = VERL_MODES[int(c["mode"][0])]
+        weights = mat(c, "is_weights") if c["is_weights"] else None
+        loss, metrics = verl.compute_policy_loss_reinforce(mat(c, "rollout_log_probs"), x, mat(c, "advantages"),
+                                                           mat(c, "mask"), loss_agg_mode=mode, config={},
+                                                           rollout_is_weights=weights)
+        assert set(metrics) == {"actor/ppo_kl"} and loss.dtype == D
+        # verl's seq-mean-token-mean divides each row by |o_i| + 1e-8 (the C++ test's tolerance)
+        rtol = 5e-8 if mode == "seq-mean-token-mean" else 1e-10
+        close(loss, c["loss"][0], rtol=rtol)
+        # verl's masked_mean divides by Σm + 1e-8
+        assert metrics["actor/ppo_kl"] == pytest.approx(c["ppo_kl"][0], rel=1e-8, abs=1e-12)
+        loss.backward()
+        close(x.grad, c["gradient"], rtol=rtol)
+        assert torch.autograd.gradcheck(
+            lambda t: verl.compute_policy_loss_reinforce(mat(c, "rollout_log_probs"), t, mat(c, "advantages"),
+                                                         mat(c, "mask"), mode, {}, weights)[0],
+            (mat(c, "log_probs").requires_grad_(),))
+
+
+@pytest.mark.parametrize("function", ["dppo_tv", "dppo_kl"])
+def test_verl_golden_dppo(function):
+    cases = golden("tests/loss/golden_verl.hpp", function)
+    assert len(cases) >= 5
+    f = getattr(verl, "compute_policy_loss_" + function)
+    for name, c in cases:
+        x = mat(c, "log_probs").requires_grad_(True)
+        low, high = c["epsilon_low"][0], c["epsilon_high"][0]
+        config = {"clip_ratio": low, "clip_ratio_low": low, "clip_ratio_high": high,
+                  "clip_ratio_c": c["clip_ratio_c"][0], "global_batch_info": {}}
+        loss, metrics = f(mat(c, "old_log_probs"), x, mat(c, "advantages"), mat(c, "mask"), config=config)
+        close(loss, c["loss"][0])
+        assert metrics["actor/pg_clipfrac"] == pytest.approx(c["clip_fraction"][0], rel=1e-8, abs=1e-12)
+        assert metrics["actor/pg_clipfrac_lower"] == pytest.approx(c["clip_fraction_lower"][0], rel=1e-8, abs=1e-12)
+        assert metrics["actor/ppo_kl"] == pytest.approx(c["ppo_kl"][0], rel=1e-8, abs=1e-12)
+        loss.backward()
+        close(x.grad, c["gradient"])  # sg(min(r, c)): not the forward value's derivative, so no gradcheck
+
+
+def test_verl_dppo_clip_ratio_c_default(policy):
+    x, old, adv, mask = policy
+    old = old.clamp(max=-1e-3)
+    # verl's config.get("clip_ratio_c", 20.0): a config without the field takes 20; None takes ActorConfig's 3.0
+    for config, c in [({"clip_ratio": 0.2}, 20.0), (None, 3.0)]:
+        got = verl.compute_policy_loss_dppo_tv(old, x, adv, mask, config=config)[0]
+        expected = verl.compute_policy_loss_dppo_tv(old, x, adv, mask, config={"clip_ratio": 0.2, "clip_ratio_c": c})[0]
+        assert float(got) == float(expected)
+    ratio = torch.exp(x - old)
+    p, p_old = torch.exp(x), torch.exp(old)
+    valid = torch.where(adv > 0, p - p_old <= 0.2, p - p_old >= -0.2).to(D)
+    close(verl.compute_policy_loss_dppo_tv(old, x, adv, mask)[0],
+          agg_reference(-adv * ratio.clamp(max=3.0) * x * valid, mask, "token-mean"))
+
+
+@pytest.mark.parametrize("function", ["kl_cov", "clip_cov"])
+def test_verl_golden_covariance_losses(function):
+    cases = golden("tests/loss/golden_verl.hpp", function)
+    assert len(cases) >= 5
+    f = getattr(verl, "compute_policy_loss_" + function)
+    for name, c in cases:
+        x = mat(c, "log_probs").requires_grad_(True)
+        old, adv, mask = mat(c, "old_log_probs"), mat(c, "advantages"), mat(c, "mask")
+        if function == "kl_cov":
+            policy = {"kl_cov_ratio": c["ratio"][0], "ppo_kl_coef": c["coefficient"][0]}
+        else:
+            policy = {"clip_cov_ratio": c["ratio"][0], "clip_cov_lb": c["lower"][0], "clip_cov_ub": c["upper"][0]}
+        config = {"clip_ratio": 0.2, "global_batch_info": {}, "policy_loss": policy}
+        loss, metrics = f(old, x, adv, mask, config=config)
+        close(loss, c["loss"][0])
+        loss.backward()
+        close(x.grad, c["gradient"])
+        if function == "kl_cov":
+            assert metrics["actor/ppo_kl"] == pytest.approx(float(((x - old).abs() * mask).sum() / mask.sum()),
+                                                            rel=1e-7)
+        else:
+            assert metrics["actor/pg_clipfrac"] == pytest.approx(c["clip_fraction"][0], rel=1e-8)
+            assert metrics["actor/ppo_kl"] == pytest.approx(float(((old - x) * mask).sum() / mask.sum()), abs=1e-12)
+        # the selection is locally constant in log_prob: the loss is differentiable at these points
+        assert torch.autograd.gradcheck(lambda t: f(old, t, adv, mask, config=config)[0],
+                                        (mat(c, "log_probs").requires_grad_(),))
+    with pytest.raises(AssertionError):
+        f(old, x, adv, mask, config={"policy_loss": {function + "_ratio": 0.0}})
+
+
+def test_verl_golden_value_loss():
+    cases = golden("tests/loss/golden_verl.hpp", "value_loss")
+    assert len(cases) >= 5
+    for name, c in cases:
+        v = mat(c, "values").requires_grad_(True)
+        mode = VERL_MODES[int(c["mode"][0])]
+        loss, clipfrac = verl.compute_value_loss(v, mat(c, "returns"), mat(c, "old_values"), mat(c, "mask"),
+                                                 c["clip"][0], loss_agg_mode=mode)
+        assert loss.shape == () and clipfrac.shape == () and loss.dtype == D
+        rtol = 5e-8 if mode == "seq-mean-token-mean" else 1e-10
+        close(loss, c["loss"][0], rtol=rtol)
+        close(clipfrac, c["clip_fraction"][0], rtol=1e-8)  # verl's masked_mean: Σm + 1e-8
+        loss.backward()
+        close(v.grad, c["gradient"], rtol=rtol)
+        assert torch.autograd.gradcheck(
+            lambda t: verl.compute_value_loss(t, mat(c, "returns"), mat(c, "old_values"), mat(c, "mask"),
+                                              c["clip"][0], mode)[0], (mat(c, "values").requires_grad_(),))
+    v = torch.zeros(2, 3, dtype=D)
+    close(verl.compute_value_loss(v, v + 1, v, torch.ones(2, 3), 0.5, dp_size=2, batch_num_tokens=12)[0],
+          0.5 * 6 / 12 * 2)
+
+
 # ------------------------------------------------------------------------------------------------ TRL
 
 def trl_reference(rewards, G, scale):
@@ -348,6 +461,63 @@ def test_trl_golden_bias_correction_kl_and_delta():
         close(x.grad, c["gradient"])
         checked += 1
     assert checked == 1
+
+
+def test_trl_golden_sequence_level():
+    """importance_sampling_level='sequence': grpo with delta, sapo and luspo (GRPOTrainer._compute_loss's tables)."""
+    checked = 0
+    for table, loss_type in [("delta_sequence", "grpo"), ("sapo_sequence", "sapo"), ("luspo", "luspo")]:
+        cases = golden("tests/loss/golden_trl.hpp", table)
+        assert len(cases) >= 5
+        for name, c in cases:
+            if name == "token_level":
+                continue  # the token-level delta case: test_trl_golden_bias_correction_kl_and_delta
+            x = mat(c, "log_probs").requires_grad_(True)
+            old, adv, mask = mat(c, "old_log_probs"), torch.tensor(c["advantages"], dtype=D), mat(c, "mask")
+            kwargs = dict(epsilon_low=c["epsilon_low"][0], epsilon_high=c["epsilon_high"][0],
+                          delta=c["delta"][0] if "delta" in c else None, importance_sampling_level="sequence")
+            loss = trl.compute_loss(x, old, adv, mask, loss_type, **kwargs)
+            close(loss, c["loss"][0])
+            loss.backward()
+            close(x.grad, c["gradient"])
+            assert torch.autograd.gradcheck(lambda t: trl.compute_loss(t, old, adv, mask, loss_type, **kwargs),
+                                            (mat(c, "log_probs").requires_grad_(),))
+            checked += 1
+    assert checked >= 15
+    x = torch.zeros(2, 3, dtype=D)
+    for loss_type, level in [("luspo", "token"), ("cispo", "sequence"), ("vespo", "sequence"), ("grpo", "word")]:
+        with pytest.raises(ValueError):
+            trl.compute_loss(x, x, torch.ones(2, dtype=D), torch.ones(2, 3), loss_type,
+                             importance_sampling_level=level)
+    for name, c in golden("tests/loss/golden_trl.hpp", "bias_correction_kl"):
+        if c["sequence_level"][0] != 0:  # the sequence ratio couples a row's KL terms: not provided
+            with pytest.raises(ValueError):
+                trl.compute_loss(mat(c, "log_probs"), mat(c, "old_log_probs"), torch.tensor(c["advantages"], dtype=D),
+                                 mat(c, "mask"), "grpo", beta=c["beta"][0], ref_per_token_logps=mat(c, "ref_log_probs"),
+                                 use_bias_correction_kl=True, importance_sampling_level="sequence")
+
+
+def test_trl_golden_vllm_importance_sampling_ratio():
+    ratios = golden("tests/loss/golden_trl.hpp", "vllm_is_ratio")
+    losses = golden("tests/loss/golden_trl.hpp", "vllm_is_loss")
+    assert len(ratios) >= 5 and len(ratios) == len(losses)
+    for (name, c), (_, l) in zip(ratios, losses):
+        sequence, truncate = c["sequence"][0] != 0, c["truncate"][0] != 0
+        mode = ("sequence_" if sequence else "token_") + ("truncate" if truncate else "mask")
+        old, mask = mat(c, "old_log_probs"), mat(c, "mask")
+        ratio = trl.vllm_importance_sampling_ratio(old, mat(c, "sampling_log_probs"), mask, mode,
+                                                   None if c["clip_min"][0] < 0 else c["clip_min"][0], c["clip_max"][0])
+        assert ratio.shape == ((old.shape[0], 1) if sequence else old.shape) and ratio.dtype == D
+        close(ratio.expand_as(old), c["ratio"], rtol=1e-12)  # every position, masked ones and the empty row too
+        x = mat(l, "log_probs").requires_grad_(True)
+        loss = trl.compute_loss(x, old, torch.tensor(l["advantages"], dtype=D), mask, "dapo",
+                                epsilon_low=l["epsilon_low"][0], epsilon_high=l["epsilon_high"][0],
+                                importance_sampling_ratio=ratio)
+        close(loss, l["loss"][0])
+        loss.backward()
+        close(x.grad, l["gradient"])
+    with pytest.raises(ValueError):
+        trl.vllm_importance_sampling_ratio(old, old, mask, "sequence")
 
 
 def trl_loss_reference(x, old, adv, mask, loss_type, beta=0.0, ref=None, L=None, gas=1, items=None, procs=1):
@@ -443,7 +613,7 @@ def test_openrlhf_policy_loss_aggregation_and_gradcheck(policy):
         got = module(x, old, adv, mask, dp_size=2, batch_num_tokens=n, global_batch_size=n)[0]
         close(got, agg_reference(loss, mask, mode) * (mask.sum() if token_level else 3.0) / n * 2)
     with pytest.raises(ValueError):
-        openrlhf.PolicyLoss(policy_loss_type="gspo")
+        openrlhf.PolicyLoss(policy_loss_type="grpo")
 
 
 def test_openrlhf_golden_approx_kl():
@@ -482,3 +652,71 @@ def test_openrlhf_group_advantages(estimator):
     close(openrlhf.compute_group_advantages(rewards, n, estimator, reward_clip_range=None), expected.reshape(-1))
     with pytest.raises(ValueError):
         openrlhf.compute_group_advantages(rewards[:1], 1, estimator)  # OpenRLHF asserts n_samples_per_prompt > 1
+
+
+def test_openrlhf_golden_gae_and_cumulative_returns():
+    cases = golden("tests/credit/golden_openrlhf.hpp", "gae")
+    assert len(cases) >= 5
+    for name, c in cases:
+        advantages, returns = openrlhf.get_advantages_and_returns(mat(c, "values"), mat(c, "rewards"), mat(c, "mask"),
+                                                                  c["gamma"][0], c["lambd"][0])
+        assert advantages.dtype == D and advantages.shape == mat(c, "rewards").shape
+        close(advantages, c["advantages"])  # every position: masked ones are discounted through, as OpenRLHF
+        close(returns, c["returns"])
+    cases = golden("tests/credit/golden_openrlhf.hpp", "cumulative_returns")
+    assert len(cases) >= 5
+    for name, c in cases:
+        returns = openrlhf.get_cumulative_returns(mat(c, "rewards"), mat(c, "mask"), c["gamma"][0])
+        close(returns, c["returns"])
+    # float32, and a bool mask
+    c = cases[0][1]
+    r32 = openrlhf.get_cumulative_returns(mat(c, "rewards").float(), mat(c, "mask").bool(), c["gamma"][0])
+    assert r32.dtype == torch.float32
+    close(r32, c["returns"], rtol=1e-5, atol=1e-5)
+
+
+def openrlhf_gspo_reference(x, old, adv, mask, low=0.2, high=0.2, dual_clip=None):
+    """OpenRLHF's PolicyLoss forward for policy_loss_type='gspo' (loss, clip_ratio), transcribed in torch."""
+    ratio = ((x - old) * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+    ratio = ratio.exp().unsqueeze(-1) * mask
+    surr1, surr2 = ratio * adv, ratio.clamp(1 - low, 1 + high) * adv
+    if dual_clip is None:
+        loss = -torch.min(surr1, surr2)
+    else:
+        clip1 = torch.min(surr1, surr2)
+        loss = -torch.where(adv < 0, torch.max(clip1, dual_clip * adv), clip1)
+    counts = mask.sum(-1)
+    rows = (counts > 0).to(D)
+    value = (((loss * mask).sum(-1) / (counts + 1e-8)) * rows).sum() / rows.sum()
+    return value, ((surr2 < surr1).to(D) * mask).sum() / mask.sum()
+
+
+@pytest.mark.parametrize("dual_clip", [None, 3.0])
+def test_openrlhf_gspo(policy, dual_clip):
+    x, old, adv, mask = policy
+    adv = adv.clone()
+    adv[:, :] = adv[:, :1]  # OpenRLHF's sequence-level advantages: one value per response
+    module = openrlhf.PolicyLoss(clip_eps_low=0.2, clip_eps_high=0.28, dual_clip=dual_clip, policy_loss_type="gspo")
+    assert module.token_level_loss is False
+    lp = x.clone().requires_grad_(True)
+    loss, clip_ratio, ppo_kl, vllm_kl = module(lp, old, adv, mask)
+    ref_x = x.clone().requires_grad_(True)
+    expected, expected_clip = openrlhf_gspo_reference(ref_x, old, adv, mask, 0.2, 0.28, dual_clip)
+    close(loss, expected, rtol=5e-8)  # OpenRLHF's per-sample mean divides by |o_i| + 1e-8
+    close(clip_ratio, expected_clip)
+    close(ppo_kl, ((old - x) * mask).sum() / mask.sum())
+    assert vllm_kl is None
+    with pytest.raises(ValueError):  # normkit's sequence-level dual clip needs c ≥ 1 + clip_eps_high
+        openrlhf.PolicyLoss(clip_eps_high=0.28, dual_clip=1.1, policy_loss_type="gspo")(x, old, adv, mask)
+    loss.backward()
+    expected.backward()
+    close(lp.grad, ref_x.grad, rtol=5e-8)
+    assert torch.autograd.gradcheck(lambda t: module(t, old, adv, mask)[0], (x.clone().requires_grad_(),))
+    # with the vLLM correction the GSPO ratio is taken against rollout_log_probs, and no IS weight is applied
+    rollout = old + 0.1
+    module = openrlhf.PolicyLoss(policy_loss_type="gspo", enable_vllm_is_correction=True,
+                                 vllm_is_truncated_threshold=[0.5, 5.0], dual_clip=dual_clip)
+    loss, _, ppo_kl, vllm_kl = module(x, old, adv, mask, rollout)
+    close(loss, openrlhf_gspo_reference(x, rollout, adv, mask, dual_clip=dual_clip)[0], rtol=5e-8)
+    close(ppo_kl, ((old - x) * mask).sum() / mask.sum())
+    assert vllm_kl is None
