@@ -12,6 +12,7 @@ object or preset) and/or keywords naming its fields (eps=, threads=, ...), with 
 """
 import math
 
+import numpy as np
 import torch
 from torch.autograd.function import once_differentiable
 
@@ -34,6 +35,12 @@ def _rows(x):
 
 def _statistic(x, rows=None):
     return empty((_rows(x) if rows is None else rows,), statistic_dtype(x.dtype))
+
+
+def _saved_statistic(x):
+    """A per-row statistic the backward reads and nothing returns (LayerNorm's and RMSNorm's mean and
+    rstd): a numpy array kept on ctx, which costs a tenth of a tensor's allocation and view."""
+    return np.empty(_rows(x), np.float64 if x.dtype == torch.float64 else np.float32)
 
 
 def _input_gradient(ctx, index, x):
@@ -64,23 +71,22 @@ class LayerNormFunction(torch.autograd.Function):
         w, wa = view(weight, "weight", x.dtype)
         b, ba = view(bias, "bias", x.dtype)
         y, ya = empty(x.shape, x.dtype)
-        mean, ma = _statistic(x)
-        rstd, ra = _statistic(x)
+        ma, ra = _saved_statistic(x), _saved_statistic(x)
         _norm.layer_norm_forward(xa, wa, ba, ya, ma, ra, options)  # the binding: the outputs are already checked
-        ctx.save_for_backward(x, w, b, mean, rstd)
-        ctx.options = options
+        ctx.save_for_backward(x, w, b)
+        ctx.statistics, ctx.options = (ma, ra), options
         return y
 
     @staticmethod
     @once_differentiable
     def backward(ctx, output_gradient):
-        x, w, b, mean, rstd = ctx.saved_tensors
+        x, w, b = ctx.saved_tensors
+        mean, rstd = ctx.statistics
         dya = view(output_gradient, "output_gradient", x.dtype)[1]
         dx, dxa = _input_gradient(ctx, 0, x)
         dw, dwa = _parameter_gradient(w, x)
         db, dba = _parameter_gradient(b, x)
-        _norm.layer_norm_backward(dya, view(x, "input")[1], _vector(w, x), dxa, dwa, dba, view(mean, "mean")[1],
-                                  view(rstd, "rstd")[1], ctx.options)
+        _norm.layer_norm_backward(dya, view(x, "input")[1], _vector(w, x), dxa, dwa, dba, mean, rstd, ctx.options)
         return dx, like(dw, w), like(db, b), None
 
 
@@ -89,19 +95,19 @@ def _rms_forward(ctx, function, input, weight, options):
     x, xa = view(input, "input")
     w, wa = view(weight, "weight", x.dtype)
     y, ya = empty(x.shape, x.dtype)
-    rstd, ra = _statistic(x)
+    ra = _saved_statistic(x)
     function(xa, wa, ya, ra, options)  # the binding itself (normkit._norm): the outputs are already checked
-    ctx.save_for_backward(x, w, rstd)
-    ctx.options = options
+    ctx.save_for_backward(x, w)
+    ctx.rstd, ctx.options = ra, options
     return y
 
 
 def _rms_backward(ctx, function, output_gradient):
-    x, w, rstd = ctx.saved_tensors
+    x, w = ctx.saved_tensors
     dya = view(output_gradient, "output_gradient", x.dtype)[1]
     dx, dxa = _input_gradient(ctx, 0, x)
     dw, dwa = _parameter_gradient(w, x)
-    function(dya, view(x, "input")[1], _vector(w, x), dxa, dwa, view(rstd, "rstd")[1], ctx.options)
+    function(dya, view(x, "input")[1], _vector(w, x), dxa, dwa, ctx.rstd, ctx.options)
     return dx, like(dw, w), None
 
 
