@@ -12,6 +12,7 @@
   for, or a tensor whose dtype differs from the input's, is a TypeError naming it.
 """
 import math
+import weakref
 
 import numpy as np
 import torch
@@ -62,6 +63,29 @@ def view(tensor, name, dtype=None):
     if t.dtype == torch.bfloat16:
         return t, t.view(torch.int16).numpy().view(np.uint16)
     return t, t.numpy()
+
+
+# Parameters' views, kept while the parameter lives and its memory stays where it was (an
+# optimizer's in-place step keeps it; `.data =`, `.to()` or a resize does not, and the view is made
+# again): a view costs a module call more than the kernel on a small input.
+# Keyed by id (a tensor's == is elementwise, so no WeakKeyDictionary); the entry goes with the tensor.
+_PARAMETER_VIEWS = {}
+
+
+def parameter_view(tensor, name, dtype):
+    """view(tensor, name, dtype) for a parameter (weight, bias), remembered across calls."""
+    if tensor is None:
+        return None, None
+    key = id(tensor)
+    entry = _PARAMETER_VIEWS.get(key)
+    if (entry is not None and entry[0]() is tensor and entry[1] == tensor.data_ptr() and entry[2] == tensor.shape
+            and tensor.dtype == dtype):
+        return entry[3], entry[4]
+    t, a = view(tensor, name, dtype)
+    if t.data_ptr() == tensor.data_ptr():  # a view, not a contiguous copy
+        alive = weakref.ref(tensor, lambda _, key=key: _PARAMETER_VIEWS.pop(key, None))
+        _PARAMETER_VIEWS[key] = (alive, tensor.data_ptr(), tensor.shape, t, a)
+    return t, a
 
 
 _NUMPY = {torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16}

@@ -19,7 +19,7 @@ from torch.autograd.function import once_differentiable
 from .. import _norm
 from .. import norm as _nn
 from .._options import make_options
-from ._convert import empty, like, scalar, statistic_dtype, tensor_of, view
+from ._convert import empty, like, parameter_view, scalar, statistic_dtype, tensor_of, view
 
 __all__ = [
     "LayerNormFunction", "RMSNormFunction", "PartialRMSNormFunction", "FusedAddRMSNormFunction", "DyTFunction",
@@ -68,8 +68,8 @@ class LayerNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, weight, bias, options):
         x, xa = view(input, "input")
-        w, wa = view(weight, "weight", x.dtype)
-        b, ba = view(bias, "bias", x.dtype)
+        w, wa = parameter_view(weight, "weight", x.dtype)
+        b, ba = parameter_view(bias, "bias", x.dtype)
         y, ya = empty(x.shape, x.dtype)
         ma, ra = _saved_statistic(x), _saved_statistic(x)
         _norm.layer_norm_forward(xa, wa, ba, ya, ma, ra, options)  # the binding: the outputs are already checked
@@ -93,7 +93,7 @@ class LayerNormFunction(torch.autograd.Function):
 def _rms_forward(ctx, function, input, weight, options):
     """RMSNorm's and pRMSNorm's forward: the same arguments and saved rstd."""
     x, xa = view(input, "input")
-    w, wa = view(weight, "weight", x.dtype)
+    w, wa = parameter_view(weight, "weight", x.dtype)
     y, ya = empty(x.shape, x.dtype)
     ra = _saved_statistic(x)
     function(xa, wa, ya, ra, options)  # the binding itself (normkit._norm): the outputs are already checked

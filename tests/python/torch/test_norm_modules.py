@@ -523,3 +523,28 @@ def test_parameter_gradients_take_the_parameter_dtype():
         m(x).sum().backward()
         assert all(p.grad.dtype == dtype and p.grad.shape == p.shape for p in m.parameters())
         assert x.grad.dtype == dtype
+
+
+def test_a_parameter_view_follows_the_parameter():
+    """The torch layer remembers a parameter's numpy view: an in-place step is seen, a new .data or
+    dtype makes it again, and a freed module leaves nothing behind."""
+    import gc
+
+    from normkit.torch import _convert
+
+    x = rows(torch.float32)[0]
+    module = nt.RMSNorm(N)
+    y0 = module(x).detach()
+    with torch.no_grad():
+        module.weight.mul_(3.0)
+    torch.testing.assert_close(module(x), 3 * y0)
+    module.weight.data = torch.full((N,), 2.0)
+    torch.testing.assert_close(module(x), 2 * y0)
+    module.double()
+    torch.testing.assert_close(module(x.double()), 2 * y0.double(), rtol=1e-6, atol=1e-6)
+    with pytest.raises(TypeError, match="weight has dtype torch.float64"):
+        module(x)
+    keys = set(_convert._PARAMETER_VIEWS)
+    del module
+    gc.collect()
+    assert not keys & set(_convert._PARAMETER_VIEWS)
