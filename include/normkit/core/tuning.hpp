@@ -31,7 +31,7 @@
 //                           time is its statistic's latency chain, and
 //                           two chains overlap; measured on Zen 4 only
 //
-// Zen 5 is cpuid family 26 (0x1A); Zen 4 is 25.
+// Zen 5 is cpuid family 26 (0x1A); Zen 4 is 25 with AVX-512 (Zen 3, also 25, has none).
 //
 // Row pairing beyond the cache (core::stream_row_pairs) is taken by every build that streams.
 // Measured on an Intel AVX-512 host and an AMD Zen 4 host (AVX-512 on 256-bit units), where the
@@ -112,6 +112,19 @@ inline unsigned host_family() {
     return found;
 }
 
+// Whether the CPU has AVX-512F (cpuid leaf 7, EBX bit 16), whatever this build targets: Zen 4 has it,
+// Zen 3 (also family 25) has not. Read once.
+inline bool host_has_avx512f() {
+    static const bool found = [] {
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) return ((b >> 16) & 1u) != 0;
+#endif
+        return false;
+    }();
+    return found;
+}
+
 struct host_choices {
     bool stream_pointwise;
     bool pair_short_rows;
@@ -119,7 +132,7 @@ struct host_choices {
 
 inline host_choices host() {
     const vendor v = host_vendor();
-    const bool zen4 = v == vendor::amd && host_family() == 25;
+    const bool zen4 = v == vendor::amd && host_family() == 25 && host_has_avx512f();
     return {v != vendor::intel && !(v == vendor::amd && host_family() >= 26), zen4};
 }
 
