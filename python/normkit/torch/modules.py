@@ -54,6 +54,14 @@ def _options_of(module, cls, fields):
     return options
 
 
+def _affine_parameters(module, elementwise_affine, bias, factory):
+    """weight and bias (γ, β) of the module's normalized_shape, uninitialized, or registered as None."""
+    weight = nn.Parameter(torch.empty(module.normalized_shape, **factory)) if elementwise_affine else None
+    module.register_parameter("weight", weight)
+    module.register_parameter("bias", nn.Parameter(torch.empty(module.normalized_shape, **factory))
+                              if elementwise_affine and bias else None)
+
+
 def _threads(module):
     return "" if module.threads == 1 else f", threads={module.threads}"
 
@@ -75,15 +83,7 @@ class LayerNorm(nn.Module):
         factory = {"device": device, "dtype": dtype}
         self.normalized_shape = _normalized_shape(normalized_shape, "LayerNorm")
         self.eps, self.elementwise_affine, self.threads = eps, elementwise_affine, threads
-        if elementwise_affine:
-            self.weight = nn.Parameter(torch.empty(self.normalized_shape, **factory))
-            if bias:
-                self.bias = nn.Parameter(torch.empty(self.normalized_shape, **factory))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, elementwise_affine, bias, factory)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -191,15 +191,7 @@ class _Elementwise(nn.Module):
         self.alpha = nn.Parameter(torch.empty(1, **factory))
         if shift:
             self.shift = nn.Parameter(torch.empty(1, **factory))
-        if elementwise_affine:
-            self.weight = nn.Parameter(torch.empty(self.normalized_shape, **factory))
-            if bias:
-                self.bias = nn.Parameter(torch.empty(self.normalized_shape, **factory))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, elementwise_affine, bias, factory)
 
     def _reset(self):
         init.constant_(self.alpha, self.alpha_init_value)
